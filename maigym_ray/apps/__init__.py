@@ -1,0 +1,1 @@
+"""Mocked apps: small server-rendered web apps with resettable, inspectable state (plain Python, no Ray)."""

@@ -1,0 +1,42 @@
+"""Starting or joining Ray. A local (single-node) Ray listens on 127.0.0.1 only.
+
+Ray 2.60 binds every interface by default. ``maigym_ray/__init__.py`` sets ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``
+before ray is imported (ray reads it at import), and with the node address 127.0.0.1 every listener of a local
+cluster stays on loopback (tests/integration/test_loopback.py checks the listening sockets). Workers inherit the
+same variables through the runtime env. Token auth stays at Ray's default (on).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from maigym_ray.config import RayConfig
+
+LOOPBACK_ENV = {
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "GLOO_SOCKET_IFNAME": "lo",
+    "RAY_USAGE_STATS_ENABLED": "0",
+}
+
+
+def init_ray(cfg: RayConfig | None = None, **extra: Any) -> dict[str, Any]:
+    """Connects to ``cfg.address`` or starts a loopback-only local Ray. Returns ``ray.init``'s context info."""
+    import ray
+
+    cfg = cfg or RayConfig()
+    if ray.is_initialized():
+        return {}
+    if cfg.address:
+        ctx = ray.init(address=cfg.address, **extra)
+    else:
+        ctx = ray.init(
+            _node_ip_address="127.0.0.1",
+            include_dashboard=False,
+            num_cpus=cfg.num_cpus or os.cpu_count(),
+            object_store_memory=cfg.object_store_mb * 1024 * 1024,
+            runtime_env={"env_vars": {k: os.environ.get(k, v) for k, v in LOOPBACK_ENV.items()}},
+            log_to_driver=True,
+            **extra,
+        )
+    return {"address": getattr(ctx, "address_info", {}).get("address", "")}

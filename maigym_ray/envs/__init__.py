@@ -1,0 +1,1 @@
+"""Environments: the Backend ABC, backends per platform, the EnvActor and the EnvManager."""

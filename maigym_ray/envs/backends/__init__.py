@@ -1,0 +1,1 @@
+"""Backends, one per platform family: web (Playwright + Chromium), android, desktop."""

@@ -1,0 +1,320 @@
+"""PageDriver: one browser context with one page, driven through Playwright.
+
+It runs wherever the Playwright connection lives: inside the shared per-node :class:`BrowserHost` (one
+Playwright driver and one Chromium for every env on the node) or inside an env actor that launched its own
+browser (``per_env`` mode). It knows nothing about apps or tasks: it navigates, observes and performs actions.
+Agent mistakes come back as strings; browser failures raise :class:`BackendError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+from pathlib import Path
+from typing import Any
+
+from playwright.async_api import Browser, BrowserContext, CDPSession, Page
+from playwright.async_api import Error as PlaywrightError
+
+from maigym_ray.errors import BackendError
+from maigym_ray.types import Action
+
+_SNAPSHOT_JS = (Path(__file__).parent / "dom_snapshot.js").read_text()
+_FIND_JS = """(id) => {
+  const sel = `[data-mg-ref="${CSS.escape(id)}"], [data-mg-id="${CSS.escape(id)}"]`;
+  for (const el of document.querySelectorAll(sel)) {
+    if (el.getAttribute('data-mg-ref') && el.getAttribute('data-mg-ref') !== id) continue;
+    let r = el.getBoundingClientRect();
+    if (r.width <= 0 || r.height <= 0) continue;
+    if (r.top < 0 || r.bottom > innerHeight || r.left < 0 || r.right > innerWidth) {
+      el.scrollIntoView({block: 'center', inline: 'center'}); r = el.getBoundingClientRect();
+    }
+    return {x: r.left + r.width / 2, y: r.top + r.height / 2};
+  }
+  return null;
+}"""
+_FOCUSED_EDITABLE_JS = """() => { const el = document.activeElement; return !!el && (el.isContentEditable ||
+  el.tagName === 'TEXTAREA' || (el.tagName === 'INPUT' && !['radio','checkbox','submit','button'].includes(el.type))); }"""
+# Marks, synchronously inside the input event, that a document navigation is about to start (a form submit or a
+# link click that leaves the page). Reading it after the action tells us whether to wait for a load, with no
+# guessing of how long a navigation takes to begin.
+_NAV_MARKER_JS = """(() => {
+  const mark = () => { window.__mgNav = 1; };
+  document.addEventListener('submit', e => { if (!e.defaultPrevented) mark(); }, true);
+  document.addEventListener('click', e => {
+    const a = e.target && e.target.closest && e.target.closest('a[href]');
+    if (!a) return;
+    const href = a.getAttribute('href');
+    if (href && !href.startsWith('#') && !href.startsWith('javascript:')) mark();
+  }, true);
+})();"""
+
+
+class PageDriver:
+    """A context + page of ``browser`` with a fixed viewport; ``mobile`` turns on touch emulation."""
+
+    def __init__(self, width: int, height: int, mobile: bool, base_url: str, apps: list[str],
+                 settle_timeout_s: float = 10.0, wait_cap_s: float = 5.0) -> None:
+        self.width, self.height, self.mobile = width, height, mobile
+        self.base_url, self.apps = base_url, list(apps)
+        self.settle_timeout_s, self.wait_cap_s = settle_timeout_s, wait_cap_s
+        self._context: BrowserContext | None = None
+        self._page: Page | None = None
+        self._cdp: CDPSession | None = None
+        self._loads = 0
+        self._load_evt = asyncio.Event()
+        self._crashed = False
+
+    async def open(self, browser: Browser) -> None:
+        """Opens the context and page on ``browser`` and shows the launcher."""
+        try:
+            self._context = await browser.new_context(
+                viewport={"width": self.width, "height": self.height}, is_mobile=self.mobile,
+                has_touch=self.mobile, device_scale_factor=1, service_workers="block",
+            )
+            await self._context.add_init_script(_NAV_MARKER_JS)
+            self._page = await self._context.new_page()
+            self._cdp = await self._context.new_cdp_session(self._page)
+            self._page.on("load", self._on_load)
+            self._page.on("crash", self._on_crash)
+            await self._goto(f"{self.base_url}/")
+        except PlaywrightError as exc:
+            await self.close()
+            raise BackendError(f"could not open a browser page: {exc}") from exc
+
+    async def close(self) -> None:
+        """Closes the context (never raises)."""
+        if self._context is not None:
+            try:
+                await asyncio.wait_for(self._context.close(), 5)
+            except Exception:  # the browser may already be gone; nothing left to release then
+                pass
+        self._context = self._page = self._cdp = None
+
+    # -- navigation settling --------------------------------------------------------------------------------
+    def _on_load(self, _page: Any) -> None:
+        self._loads += 1
+        self._load_evt.set()
+
+    def _on_crash(self, _page: Any) -> None:
+        self._crashed = True
+
+    def _require(self) -> Page:
+        if self._page is None or self._crashed or self._page.is_closed():
+            raise BackendError("the page is gone (browser crashed or closed)")
+        if not self._page.context.browser or not self._page.context.browser.is_connected():
+            raise BackendError("the browser is disconnected")
+        return self._page
+
+    async def _settle(self, loads_before: int) -> None:
+        """Waits for the load of a navigation the action started (if any), judged by the in-page marker."""
+        page = self._require()
+        try:
+            navigating = bool(await page.evaluate("window.__mgNav === 1"))
+        except PlaywrightError:
+            navigating = True  # the old document is already gone: a navigation is under way
+        if not navigating:
+            return
+        deadline = time.monotonic() + self.settle_timeout_s
+        while self._loads == loads_before:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise BackendError(f"page did not finish loading within {self.settle_timeout_s}s")
+            self._load_evt.clear()
+            try:
+                await asyncio.wait_for(self._load_evt.wait(), min(left, 0.25))
+            except TimeoutError:
+                self._require()
+
+    async def _goto(self, url: str) -> None:
+        await self._require().goto(url, wait_until="load", timeout=self.settle_timeout_s * 1000)
+
+    # -- operations -----------------------------------------------------------------------------------------
+    async def reset(self, url: str) -> None:
+        """Clears cookies, opens ``url`` and wipes the history (navigate_back never reaches an old episode)."""
+        self._require()
+        try:
+            await self._context.clear_cookies()  # type: ignore[union-attr]
+            await self._goto(url)
+            await self._cdp.send("Page.resetNavigationHistory")  # type: ignore[union-attr]
+        except PlaywrightError as exc:
+            raise BackendError(f"reset failed: {exc}") from exc
+
+    async def observe(self, screenshot: bool = True) -> dict[str, Any]:
+        """``{"png", "a11y", "elements", "url", "title"}`` of the current screen."""
+        page = self._require()
+        try:
+            snap = await page.evaluate(_SNAPSHOT_JS)
+            snap["png"] = await self._screenshot() if screenshot else b""
+        except PlaywrightError as exc:
+            raise BackendError(f"observe failed: {exc}") from exc
+        return snap
+
+    async def _screenshot(self) -> bytes:
+        # CDP capture is the fast path (~25 ms); right after a navigation the compositor may have no frame yet
+        # ("Unable to capture screenshot"), so wait for one and retry, then fall back to Playwright's capture.
+        page = self._require()
+        for _ in range(3):
+            try:
+                shot = await self._cdp.send(  # type: ignore[union-attr]
+                    "Page.captureScreenshot", {"format": "png", "optimizeForSpeed": True})
+                return base64.b64decode(shot["data"])
+            except PlaywrightError as exc:
+                if "Unable to capture screenshot" not in str(exc):
+                    raise
+                await page.evaluate("new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)))")
+        return await page.screenshot(type="png")
+
+    async def health(self) -> bool:
+        """True when the page answers within 3 s."""
+        try:
+            return await asyncio.wait_for(self._require().evaluate("1 + 1"), 3) == 2
+        except Exception:
+            return False
+
+    async def _point(self, args: dict[str, Any], prefix: str = "") -> tuple[float, float] | str:
+        """Pixel coordinates of a target (element id or normalised x/y), or an agent-mistake message."""
+        if f"{prefix}id" in args:
+            found = await self._require().evaluate(_FIND_JS, args[f"{prefix}id"])
+            if found is None:
+                return f"no visible element with id {args[prefix + 'id']!r} on this screen"
+            return found["x"], found["y"]
+        return args[f"{prefix}x"] * self.width / 1000, args[f"{prefix}y"] * self.height / 1000
+
+    async def _tap(self, x: float, y: float) -> None:
+        page = self._require()
+        if self.mobile:
+            await page.touchscreen.tap(x, y)
+        else:
+            await page.mouse.click(x, y)
+
+    async def _touch(self, kind: str, x: float, y: float) -> None:
+        pts = [] if kind == "touchEnd" else [{"x": x, "y": y}]
+        await self._cdp.send("Input.dispatchTouchEvent", {"type": kind, "touchPoints": pts})  # type: ignore[union-attr]
+
+    async def act(self, action: Action) -> str:
+        """Performs one grammar action; returns "" or the agent's mistake. Browser failures raise BackendError."""
+        try:
+            loads_before = self._loads
+            error = await self._act(action)
+            if not error:
+                await self._settle(loads_before)
+            return error
+        except PlaywrightError as exc:
+            raise BackendError(f"{action.name} failed in the browser: {exc}") from exc
+
+    async def _act(self, action: Action) -> str:
+        page = self._require()
+        a, name = action.args, action.name
+        if name in ("click", "long_press"):
+            pt = await self._point(a)
+            if isinstance(pt, str):
+                return pt
+            if name == "click":
+                await self._tap(*pt)
+            else:
+                await self._touch("touchStart", *pt)
+                await asyncio.sleep(a.get("duration_ms", 800) / 1000)
+                await self._touch("touchEnd", *pt)
+        elif name == "type":
+            targeted = "id" in a or "x" in a
+            if targeted:
+                pt = await self._point(a)
+                if isinstance(pt, str):
+                    return pt
+                await self._tap(*pt)
+            if not await page.evaluate(_FOCUSED_EDITABLE_JS):
+                return "type: no text field is focused; give the field's id or click it first"
+            if targeted:  # a target means "set the field to text"; without one, text goes in at the caret
+                await page.keyboard.press("Control+A")
+                await page.keyboard.press("Delete")
+            if a["text"]:
+                await page.keyboard.insert_text(a["text"])
+            if a.get("enter"):
+                await page.keyboard.press("Enter")
+        elif name == "scroll":
+            pt = await self._point(a) if ("id" in a or "x" in a) else (self.width / 2, self.height / 2)
+            if isinstance(pt, str):
+                return pt
+            d = a["direction"]
+            amount = a.get("amount") or int((self.height if d in ("up", "down") else self.width) * 0.6)
+            await page.mouse.move(*pt)
+            await page.mouse.wheel({"left": -amount, "right": amount}.get(d, 0),
+                                   {"up": -amount, "down": amount}.get(d, 0))
+            await asyncio.sleep(0.03)  # let the scroll land before the screenshot
+        elif name == "swipe":
+            fx, fy = a["from_x"] * self.width / 1000, a["from_y"] * self.height / 1000
+            tx, ty = a["to_x"] * self.width / 1000, a["to_y"] * self.height / 1000
+            await self._cdp.send("Input.synthesizeScrollGesture", {  # type: ignore[union-attr]
+                "x": fx, "y": fy, "xDistance": tx - fx, "yDistance": ty - fy,
+                "gestureSourceType": "touch", "speed": 3000})
+        elif name == "drag":
+            src, dst = await self._point(a, "from_"), await self._point(a, "to_")
+            if isinstance(src, str) or isinstance(dst, str):
+                return src if isinstance(src, str) else str(dst)
+            await page.mouse.move(*src)
+            await page.mouse.down()
+            await page.mouse.move(*dst, steps=8)
+            await page.mouse.up()
+        elif name in ("key", "hotkey"):
+            await page.keyboard.press(a["key"] if name == "key" else "+".join(a["keys"]))
+        elif name == "open_app":
+            if a["name"] not in self.apps:
+                return f"no app named {a['name']!r}; installed apps: {', '.join(self.apps)}"
+            await self._goto(f"{self.base_url}/{a['name']}/")
+        elif name == "navigate_home":
+            await self._goto(f"{self.base_url}/")
+        elif name == "navigate_back":
+            if await page.go_back(wait_until="load", timeout=self.settle_timeout_s * 1000) is None:
+                return "navigate_back: there is no previous screen"
+        elif name == "wait":
+            await asyncio.sleep(min(float(a.get("seconds", 1.0)), self.wait_cap_s))
+        return ""  # answer / terminate change nothing on screen
+
+
+class LocalPage:
+    """A page in a Chromium that this process launches for itself (``per_env`` mode)."""
+
+    def __init__(self, executable: str = "") -> None:
+        self.executable = executable
+        self._pw: Any = None
+        self._browser: Browser | None = None
+        self._driver: PageDriver | None = None
+
+    async def open(self, **driver_args: Any) -> None:
+        from playwright.async_api import async_playwright
+
+        from maigym_ray.envs.browser_host import launch_chromium
+
+        self._pw = await async_playwright().start()
+        self._browser = await launch_chromium(self._pw, self.executable)
+        self._driver = PageDriver(**driver_args)
+        await self._driver.open(self._browser)
+
+    def _d(self) -> PageDriver:
+        if self._driver is None:
+            raise BackendError("the page is not open")
+        return self._driver
+
+    async def reset(self, url: str) -> None:
+        await self._d().reset(url)
+
+    async def observe(self, screenshot: bool = True) -> dict[str, Any]:
+        return await self._d().observe(screenshot)
+
+    async def act(self, action: Action) -> str:
+        return await self._d().act(action)
+
+    async def health(self) -> bool:
+        return self._driver is not None and await self._driver.health()
+
+    async def close(self) -> None:
+        for closer in (self._driver.close if self._driver else None,
+                       self._browser.close if self._browser else None, self._pw.stop if self._pw else None):
+            if closer is not None:
+                try:
+                    await closer()
+                except Exception:  # discarding the instance: a dead browser has nothing left to close
+                    pass
+        self._driver = self._browser = self._pw = None

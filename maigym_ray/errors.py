@@ -1,0 +1,52 @@
+"""One error hierarchy for the whole platform.
+
+Agent mistakes (a malformed action, a click on a missing element) are *observations*, not exceptions that leave
+the environment layer. Infrastructure failures (a crashed browser, a dead actor, a timeout) are typed exceptions
+so the manager can replace the instance and the episode can be retried or flagged, never silently scored 0.
+"""
+
+from __future__ import annotations
+
+
+class MaigymError(Exception):
+    """Base class of every error raised by maigym_ray."""
+
+
+class ConfigError(MaigymError):
+    """A configuration value is unknown or invalid; the message lists the valid choices."""
+
+
+class TaskError(MaigymError):
+    """A task is unknown, malformed, or its verifier could not be evaluated."""
+
+
+class ActionParseError(MaigymError):
+    """Model output does not parse in the action grammar. The message is written for the model to read."""
+
+
+class UnsupportedActionError(MaigymError):
+    """A well-formed action that the platform of this environment does not support."""
+
+
+class InfraError(MaigymError):
+    """An infrastructure failure: the episode must be retried or reported as infra-failed, never scored."""
+
+
+class BackendError(InfraError):
+    """The backend (browser, container, VM) failed or became unhealthy."""
+
+
+class EnvTimeoutError(InfraError):
+    """An environment operation exceeded its time limit."""
+
+
+class EnvUnavailableError(InfraError):
+    """No healthy instance could be leased, or a lease points at an instance that is gone."""
+
+
+class LeaseError(MaigymError):
+    """A lease id is unknown or was already released (a caller bug, not an infrastructure failure)."""
+
+
+class AppError(MaigymError):
+    """A mocked app rejected a seed or a control request."""

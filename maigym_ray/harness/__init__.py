@@ -1,0 +1,1 @@
+"""The agent harness shared by eval, collection and RL (plain Python, no Ray)."""

@@ -1,0 +1,142 @@
+"""Verifiers: pure functions of the final app states and the agent's answer.
+
+A verifier spec is data, stored in the TaskSpec::
+
+    {"name": "checks", "params": {"checks": [
+        {"op": "exists", "app": "train", "path": "bookings", "match": {"train": "ICE501", "status": "booked"}},
+        {"op": "absent", "app": "calendar", "path": "events", "match": {"title": "Gym"}},
+        {"op": "answer", "any_of": ["89"], "numeric": true}]}}
+
+``match`` values compare after normalisation (strings: trimmed, case-folded, whitespace collapsed; numbers:
+numerically); ``{"$contains": s}`` tests a substring. Every check must hold for reward 1.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from maigym_ray.errors import TaskError
+from maigym_ray.types import Reward
+
+
+class Verifier(Protocol):
+    """What the environment layer calls: final states (by app) plus the agent's answer give a Reward."""
+
+    def __call__(self, states: dict[str, Any], answer: str | None) -> Reward: ...
+
+
+def _norm(v: Any) -> Any:
+    if isinstance(v, str):
+        return re.sub(r"\s+", " ", v.strip()).casefold()
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int | float):
+        return float(v)
+    if isinstance(v, list):
+        return [_norm(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _norm(x) for k, x in v.items()}
+    return v
+
+
+def _matches(record: Any, match: dict[str, Any]) -> bool:
+    if not isinstance(record, dict):
+        return False
+    for key, want in match.items():
+        if key not in record:
+            return False
+        got = record[key]
+        if isinstance(want, dict) and "$contains" in want:
+            if not isinstance(got, str) or _norm(want["$contains"]) not in _norm(got):
+                return False
+        elif _norm(got) != _norm(want):
+            return False
+    return True
+
+
+def _resolve(states: dict[str, Any], app: str, path: str) -> Any:
+    node: Any = states.get(app)
+    if node is None:
+        raise TaskError(f"verifier reads app {app!r}, which is not in the state (apps: {sorted(states)})")
+    for part in filter(None, path.split(".")):
+        if not isinstance(node, dict) or part not in node:
+            raise TaskError(f"verifier path {app}.{path} does not exist in the state")
+        node = node[part]
+    return node
+
+
+def _records(node: Any) -> list[Any]:
+    return node if isinstance(node, list) else [node]
+
+
+_NUM = re.compile(r"-?\d+(?:[.,]\d+)?")
+
+
+def _answer_ok(answer: str | None, any_of: list[str], numeric: bool) -> bool:
+    if answer is None:
+        return False
+    if numeric:
+        found = [float(m.replace(",", ".")) for m in _NUM.findall(answer)]
+        return len(found) == 1 and any(abs(found[0] - float(a)) < 1e-6 for a in any_of)
+    norm = _norm(answer).strip(" .!\"'")
+    return any(norm == _norm(a) for a in any_of)
+
+
+@dataclass(frozen=True)
+class ChecksVerifier:
+    """All checks must hold. Built from the ``checks`` spec above; raises TaskError on a malformed spec."""
+
+    checks: tuple[dict[str, Any], ...]
+
+    def __post_init__(self) -> None:
+        for i, c in enumerate(self.checks):
+            op = c.get("op")
+            if op in ("exists", "absent"):
+                if not {"app", "path", "match"} <= set(c) or not isinstance(c["match"], dict):
+                    raise TaskError(f"check {i} ({op}) needs app, path and a match object")
+            elif op == "answer":
+                if not isinstance(c.get("any_of"), list) or not c["any_of"]:
+                    raise TaskError(f"check {i} (answer) needs a non-empty any_of list")
+            else:
+                raise TaskError(f"check {i}: unknown op {op!r}; valid: exists, absent, answer")
+
+    def __call__(self, states: dict[str, Any], answer: str | None) -> Reward:
+        for i, c in enumerate(self.checks):
+            if c["op"] == "answer":
+                ok = _answer_ok(answer, [str(a) for a in c["any_of"]], bool(c.get("numeric")))
+            else:
+                found = any(_matches(r, c["match"]) for r in _records(_resolve(states, c["app"], c["path"])))
+                ok = found if c["op"] == "exists" else not found
+            if not ok:
+                return Reward(0.0, False, f"check {i} ({c['op']} {c.get('app', '')}.{c.get('path', '')}) failed")
+        return Reward(1.0, True, "all checks passed")
+
+
+VERIFIER_BUILDERS: dict[str, Callable[[dict[str, Any]], Verifier]] = {
+    "checks": lambda p: ChecksVerifier(tuple(p.get("checks", ()))),
+}
+
+
+def build_verifier(spec: dict[str, Any]) -> Verifier:
+    """Builds the verifier a TaskSpec names. Unknown names and malformed params are TaskErrors."""
+    name = spec.get("name") if isinstance(spec, dict) else None
+    if name not in VERIFIER_BUILDERS:
+        raise TaskError(f"unknown verifier {name!r}; valid: {', '.join(VERIFIER_BUILDERS)}")
+    params = spec.get("params", {})
+    if not isinstance(params, dict):
+        raise TaskError("verifier params must be an object")
+    return VERIFIER_BUILDERS[name](params)
+
+
+def run_verifier(spec: dict[str, Any], states: dict[str, Any], answer: str | None) -> Reward:
+    """Builds and runs a verifier. A verifier that raises is a TaskError naming the task's verifier, not a 0."""
+    verifier = build_verifier(spec)
+    try:
+        return verifier(states, answer)
+    except TaskError:
+        raise
+    except Exception as exc:
+        raise TaskError(f"verifier {spec.get('name')!r} raised {type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,129 @@
+"""Frozen data types shared by every layer: observations, actions, steps, trajectories, tasks and rewards."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Platform = Literal["web", "mobile_web", "android", "desktop"]
+PLATFORMS: tuple[str, ...] = ("web", "mobile_web", "android", "desktop")
+
+
+@dataclass(frozen=True)
+class Element:
+    """One element of the accessibility text: a stable id, its role, name and centre in screen pixels."""
+
+    id: str
+    role: str
+    name: str
+    x: int
+    y: int
+    w: int
+    h: int
+    value: str = ""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the agent sees after a reset or a step.
+
+    ``screenshot`` is PNG bytes (may be empty when disabled). ``a11y`` is the accessibility text, one element per
+    line, each starting with ``[id]``. ``last_action_error`` carries the agent's previous mistake, if any, so the
+    model can read it; it is an observation, not an exception.
+    """
+
+    platform: str
+    screenshot: bytes
+    width: int
+    height: int
+    a11y: str
+    url: str = ""
+    app: str = ""
+    elements: tuple[Element, ...] = ()
+    last_action_error: str = ""
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Action:
+    """A parsed action of the grammar: a name plus keyword arguments (already type-checked by the parser)."""
+
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+    def to_text(self) -> str:
+        """Renders the action back into the grammar, e.g. ``click(id="search")``."""
+        import json
+
+        parts = [f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in self.args.items()]
+        return f"{self.name}({', '.join(parts)})"
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """The result of one ``step``: the next observation, whether the episode ended, and step info."""
+
+    observation: Observation
+    done: bool
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Reward:
+    """The verifier's verdict. ``value`` is in [0, 1]; ``infra_failed`` marks an episode that must not be scored."""
+
+    value: float
+    success: bool
+    reason: str = ""
+    infra_failed: bool = False
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One step of a trajectory as the harness saw it (token fields are filled by the harness/engine layer)."""
+
+    index: int
+    action_text: str
+    action: Action | None
+    parse_error: str = ""
+    prompt_ids: tuple[int, ...] = ()
+    response_ids: tuple[int, ...] = ()
+    logprobs: tuple[float, ...] = ()
+    screenshot: bytes = b""
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """A whole episode: its task, turns, reward and whether infrastructure failed under it."""
+
+    episode_id: str
+    task_id: str
+    platform: str
+    turns: tuple[Turn, ...]
+    reward: Reward
+    infra_failed: bool = False
+    error: str = ""
+    policy_version: int = 0
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """A task: what to do, on which apps and platforms, from which initial state, and how it is judged.
+
+    ``initial_state`` maps app name to that app's seed (JSON-able). ``verifier`` names a registered verifier
+    and its parameters: ``{"name": ..., "params": {...}}``. ``golden`` is the golden solution as action strings
+    in the harness grammar; it is written independently of the verifier.
+    """
+
+    id: str
+    instruction: str
+    apps: tuple[str, ...]
+    platforms: tuple[str, ...] = ("web",)
+    initial_state: dict[str, Any] = field(default_factory=dict)
+    start_app: str = ""
+    verifier: dict[str, Any] = field(default_factory=dict)
+    golden: tuple[str, ...] = ()
+    max_steps: int = 20
+    tags: tuple[str, ...] = ()
+    split: str = "train"

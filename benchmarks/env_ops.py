@@ -70,9 +70,18 @@ def pct(xs: list[float], q: float) -> float:
 
 
 async def measure(mode: str, n: int, rounds: int, platform: str) -> dict:
-    cfg = EnvManagerConfig(pools={platform: PoolConfig(
-        platform=platform, target_size=n, max_size=n, recycle_after=0,
-        web=WebBackendConfig(platform=platform, browser=mode))}, health_interval_s=60)
+    cfg = EnvManagerConfig(
+        pools={
+            platform: PoolConfig(
+                platform=platform,
+                target_size=n,
+                max_size=n,
+                recycle_after=0,
+                web=WebBackendConfig(platform=platform, browser=mode),
+            )
+        },
+        health_interval_s=60,
+    )
     tasks = [t for t in TaskPool.builtin() if platform in t.platforms]
     mgr = ray.remote(EnvManager).options(num_cpus=0, max_concurrency=1000).remote(cfg, TaskPool(tasks))
     t0 = time.perf_counter()
@@ -129,14 +138,21 @@ async def measure(mode: str, n: int, rounds: int, platform: str) -> dict:
     await mgr.shutdown.remote()
     ray.kill(mgr)
     return {
-        "mode": mode, "instances": n, "bringup_s": bringup,
-        "reset_p50_s": pct(resets, 0.5), "reset_p95_s": pct(resets, 0.95),
-        "step_p50_s": pct(steps, 0.5), "step_p95_s": pct(steps, 0.95),
+        "mode": mode,
+        "instances": n,
+        "bringup_s": bringup,
+        "reset_p50_s": pct(resets, 0.5),
+        "reset_p95_s": pct(resets, 0.95),
+        "step_p50_s": pct(steps, 0.5),
+        "step_p95_s": pct(steps, 0.95),
         "observe_via_manager_p50_s": pct(mgr_steps, 0.5),
         "rss_mb_per_instance": mem,
         "memory_mb_per_instance_by_process": {k: round(v, 1) for k, v in sorted(breakdown.items())},
-        "concurrent": {"step_p50_s": pct(conc_steps, 0.5), "steps_per_s": len(conc_steps) / conc_s,
-                       "steps": len(conc_steps)},
+        "concurrent": {
+            "step_p50_s": pct(conc_steps, 0.5),
+            "steps_per_s": len(conc_steps) / conc_s,
+            "steps": len(conc_steps),
+        },
         "samples": {"resets": len(resets), "steps": len(steps)},
         "step_mean_s": statistics.fmean(steps) if steps else 0.0,
     }
@@ -155,8 +171,14 @@ def main() -> int:
     rounds = 1 if args.quick else 3
     modes = {m: asyncio.run(measure(m, args.instances, rounds, args.platform)) for m in args.modes.split(",")}
     default = DEFAULT_MODE[args.backend] if DEFAULT_MODE[args.backend] in modes else next(iter(modes))
-    out = {**{k: v for k, v in modes[default].items()}, "backend": args.backend, "platform": args.platform,
-           "default_mode": default, "modes": modes, "quick": args.quick}
+    out = {
+        **{k: v for k, v in modes[default].items()},
+        "backend": args.backend,
+        "platform": args.platform,
+        "default_mode": default,
+        "modes": modes,
+        "quick": args.quick,
+    }
     cols = ["bringup_s", "reset_p50_s", "reset_p95_s", "step_p50_s", "step_p95_s", "rss_mb_per_instance"]
     print(f"env_ops: backend={args.backend} platform={args.platform} instances={args.instances}")
     print(f"{'mode':10s}" + "".join(f"{c:>22s}" for c in cols) + f"{'conc steps/s':>16s}")

@@ -119,7 +119,9 @@ def validate_manager_config(cfg: EnvManagerConfig) -> None:
             check_choice(f"env.pools.{name}.web.browser", pool.web.browser, BROWSER_MODES)
             check_choice(f"env.pools.{name}.web.platform", pool.web.platform, ("web", "mobile_web"))
             if pool.web.platform != pool.platform:
-                raise ConfigError(f"env.pools.{name}: web.platform {pool.web.platform!r} != platform {pool.platform!r}")
+                raise ConfigError(
+                    f"env.pools.{name}: web.platform {pool.web.platform!r} != platform {pool.platform!r}"
+                )
         if pool.backend != "web":
             raise ConfigError(
                 f"env.pools.{name}.backend={pool.backend!r} is not available in this build yet; available: web"

@@ -52,11 +52,17 @@ class Action:
     args: dict[str, Any] = field(default_factory=dict)
 
     def to_text(self) -> str:
-        """Renders the action back into the grammar, e.g. ``click(id="search")``."""
+        """Renders the action back into the grammar, e.g. ``click(id="search")`` (compact, re-parsable)."""
         import json
 
-        parts = [f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in self.args.items()]
-        return f"{self.name}({', '.join(parts)})"
+        def lit(v: Any) -> str:
+            if isinstance(v, float):  # the grammar has no exponent form: 1e-06 must read 0.000001
+                return f"{v:.6f}".rstrip("0").rstrip(".") if v != int(v) else str(int(v))
+            if isinstance(v, list):
+                return "[" + ",".join(lit(x) for x in v) + "]"
+            return json.dumps(v, ensure_ascii=False)
+
+        return f"{self.name}({','.join(f'{k}={lit(v)}' for k, v in self.args.items())})"
 
 
 @dataclass(frozen=True)

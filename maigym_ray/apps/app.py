@@ -82,6 +82,11 @@ class App(ABC):
 
     def seed(self, data: dict[str, Any]) -> None:
         """Replaces the state with ``data`` (validated) and makes it the snapshot that ``reset`` restores."""
+        self._initial = self.validated(data)
+        self.reset()
+
+    def validated(self, data: dict[str, Any]) -> dict[str, Any]:
+        """``data`` merged over the default seed, checked against SCHEMA, as a JSON-clean deep copy."""
         if not isinstance(data, dict):
             raise AppError(f"{self.name}: seed must be an object, got {type(data).__name__}")
         merged = {**self.default_seed(), **data}
@@ -92,10 +97,14 @@ class App(ABC):
             if want is float and isinstance(value, int) and not isinstance(value, bool):
                 continue
             if not isinstance(value, want):
-                raise AppError(f"{self.name}: seed key {key!r} must be {want.__name__}, got {type(value).__name__}")
+                raise AppError(
+                    f"{self.name}: seed key {key!r} must be {want.__name__}, got {type(value).__name__}"
+                )
         # json round-trip: snapshot is a deep, JSON-clean copy that handlers can never alias.
-        self._initial = json.loads(json.dumps(merged))
-        self.reset()
+        try:
+            return json.loads(json.dumps(merged))
+        except (TypeError, ValueError) as exc:
+            raise AppError(f"{self.name}: seed is not JSON data ({exc})") from exc
 
     def reset(self) -> None:
         """Restores the state snapshotted by the last ``seed``."""

@@ -11,9 +11,18 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _TIME = re.compile(r"([01]\d|2[0-3]):[0-5]\d")
 
 
-def _ev(eid: str, title: str, date: str, start: str, end: str, location: str = "", attendees: str = "") -> dict:
-    return {"id": eid, "title": title, "date": date, "start": start, "end": end, "location": location,
-            "attendees": [a for a in attendees.split(",") if a]}
+def _ev(
+    eid: str, title: str, date: str, start: str, end: str, location: str = "", attendees: str = ""
+) -> dict:
+    return {
+        "id": eid,
+        "title": title,
+        "date": date,
+        "start": start,
+        "end": end,
+        "location": location,
+        "attendees": [a for a in attendees.split(",") if a],
+    }
 
 
 class CalendarApp(App):
@@ -30,8 +39,15 @@ class CalendarApp(App):
             "events": [
                 _ev("e1", "Team sync", "2026-12-07", "10:00", "10:30", "Room 2A", "dave@example.com"),
                 _ev("e2", "Gym", "2026-12-07", "18:00", "19:00", "City Gym"),
-                _ev("e3", "Quarterly review", "2026-12-09", "14:00", "15:30", "Room 1C",
-                    "carol@example.com,erin@example.com"),
+                _ev(
+                    "e3",
+                    "Quarterly review",
+                    "2026-12-09",
+                    "14:00",
+                    "15:30",
+                    "Room 1C",
+                    "carol@example.com,erin@example.com",
+                ),
                 _ev("e4", "Design review", "2026-12-11", "11:15", "12:00", "Room Aurora", "erin@example.com"),
             ]
         }

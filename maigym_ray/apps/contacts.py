@@ -53,8 +53,14 @@ class ContactsApp(App):
 
     def list_contacts(self, req: Request) -> str:
         q = req.query.get("q", "").strip().lower()
-        cs = sorted((c for c in self.data["contacts"] if not q or q in c["name"].lower()
-                     or q in c["company"].lower()), key=lambda c: (not c["favorite"], c["name"]))
+        cs = sorted(
+            (
+                c
+                for c in self.data["contacts"]
+                if not q or q in c["name"].lower() or q in c["company"].lower()
+            ),
+            key=lambda c: (not c["favorite"], c["name"]),
+        )
         return self.render("list.html", contacts=cs, q=req.query.get("q", ""))
 
     def contact(self, req: Request) -> str:

@@ -23,23 +23,58 @@ class FoodApp(App):
     def default_seed(cls) -> dict[str, Any]:
         return {
             "restaurants": [
-                {"id": "luigis", "name": "Luigi's", "cuisine": "Italian",
-                 "menu": _menu(("margherita", "Margherita", 9.5), ("diavola", "Diavola", 11.0),
-                               ("tiramisu", "Tiramisu", 5.5))},
-                {"id": "bangkok", "name": "Bangkok Street", "cuisine": "Thai",
-                 "menu": _menu(("padthai", "Pad Thai", 12.0), ("greencurry", "Green Curry", 13.5),
-                               ("springrolls", "Spring Rolls", 5.0))},
-                {"id": "burgerbarn", "name": "Burger Barn", "cuisine": "American",
-                 "menu": _menu(("classic", "Classic Burger", 10.0), ("veggie", "Veggie Burger", 9.0),
-                               ("fries", "Fries", 3.5))},
-                {"id": "sushigo", "name": "Sushi Go", "cuisine": "Japanese",
-                 "menu": _menu(("salmonroll", "Salmon Roll", 8.0), ("cucumbermaki", "Cucumber Maki", 4.5),
-                               ("misosoup", "Miso Soup", 3.0))},
+                {
+                    "id": "luigis",
+                    "name": "Luigi's",
+                    "cuisine": "Italian",
+                    "menu": _menu(
+                        ("margherita", "Margherita", 9.5),
+                        ("diavola", "Diavola", 11.0),
+                        ("tiramisu", "Tiramisu", 5.5),
+                    ),
+                },
+                {
+                    "id": "bangkok",
+                    "name": "Bangkok Street",
+                    "cuisine": "Thai",
+                    "menu": _menu(
+                        ("padthai", "Pad Thai", 12.0),
+                        ("greencurry", "Green Curry", 13.5),
+                        ("springrolls", "Spring Rolls", 5.0),
+                    ),
+                },
+                {
+                    "id": "burgerbarn",
+                    "name": "Burger Barn",
+                    "cuisine": "American",
+                    "menu": _menu(
+                        ("classic", "Classic Burger", 10.0),
+                        ("veggie", "Veggie Burger", 9.0),
+                        ("fries", "Fries", 3.5),
+                    ),
+                },
+                {
+                    "id": "sushigo",
+                    "name": "Sushi Go",
+                    "cuisine": "Japanese",
+                    "menu": _menu(
+                        ("salmonroll", "Salmon Roll", 8.0),
+                        ("cucumbermaki", "Cucumber Maki", 4.5),
+                        ("misosoup", "Miso Soup", 3.0),
+                    ),
+                },
             ],
             "cart": {"restaurant": "", "items": {}},
             "orders": [
-                {"id": "O1", "restaurant": "burgerbarn", "items": {"classic": 1, "fries": 1}, "tip": 0,
-                 "total": 13.5, "address": "12 Linden Road", "status": "preparing"},
+                {
+                    "id": "O1",
+                    "restaurant": "burgerbarn",
+                    "items": {"classic": 1, "fries": 1},
+                    "tip": 0,
+                    "total": 13.5,
+                    "address": "12 Linden Road",
+                    "status": "preparing",
+                },
             ],
             "address": "12 Linden Road",
         }
@@ -75,9 +110,14 @@ class FoodApp(App):
 
     def home(self, req: Request) -> str:
         q = req.query.get("q", "").strip().lower()
-        rs = [r for r in self.data["restaurants"]
-              if not q or q in r["name"].lower() or q in r["cuisine"].lower()
-              or any(q in m["name"].lower() for m in r["menu"])]
+        rs = [
+            r
+            for r in self.data["restaurants"]
+            if not q
+            or q in r["name"].lower()
+            or q in r["cuisine"].lower()
+            or any(q in m["name"].lower() for m in r["menu"])
+        ]
         return self.render("home.html", restaurants=rs, q=req.query.get("q", ""))
 
     def restaurant(self, req: Request) -> str:
@@ -85,8 +125,13 @@ class FoodApp(App):
         _, lines, total = self._lines()
         count = sum(q for _, q in lines)
         added = req.query.get("added", "")
-        return self.render("restaurant.html", r=r, count=count, total=total,
-                           flash=f"Added {added} to your cart." if added else "")
+        return self.render(
+            "restaurant.html",
+            r=r,
+            count=count,
+            total=total,
+            flash=f"Added {added} to your cart." if added else "",
+        )
 
     def add(self, req: Request) -> Redirect:
         r = self._restaurant(req.params["id"])
@@ -123,12 +168,26 @@ class FoodApp(App):
         if r is None or not lines:
             return self.render("cart.html", r=None, lines=[], total=0.0, error="Your cart is empty.")
         if not address or tip not in ("0", "2", "5"):
-            return self.render("checkout.html", r=r, lines=lines, total=total, address=address,
-                               error="Enter an address and choose a tip.")
+            return self.render(
+                "checkout.html",
+                r=r,
+                lines=lines,
+                total=total,
+                address=address,
+                error="Enter an address and choose a tip.",
+            )
         oid = self.next_id("orders", "O")
-        self.data["orders"].append({"id": oid, "restaurant": r["id"], "items": dict(self.data["cart"]["items"]),
-                                    "tip": int(tip), "total": round(total + int(tip), 2), "address": address,
-                                    "status": "preparing"})
+        self.data["orders"].append(
+            {
+                "id": oid,
+                "restaurant": r["id"],
+                "items": dict(self.data["cart"]["items"]),
+                "tip": int(tip),
+                "total": round(total + int(tip), 2),
+                "address": address,
+                "status": "preparing",
+            }
+        )
         self.data["cart"] = {"restaurant": "", "items": {}}
         return Redirect(f"/order/{oid}")
 

@@ -9,6 +9,7 @@ learns nothing. In-process callers (the web backend) use :meth:`reset` and :meth
 from __future__ import annotations
 
 import hmac
+import html
 import json
 import secrets
 from pathlib import Path
@@ -18,15 +19,18 @@ from aiohttp import web
 
 from maigym_ray.apps.app import App, Redirect, Request
 from maigym_ray.apps.registry import make_apps
+from maigym_ray.errors import AppError
 
 SECRET_HEADER = "X-Maigym-Secret"
 _STATIC = Path(__file__).parent / "static"
 
 
 class AppHost:
-    """Serves ``apps`` for one environment instance. ``host`` defaults to loopback; never 0.0.0.0 by default."""
+    """Serves ``apps`` for one environment instance. ``host`` defaults to loopback (127.0.0.1)."""
 
-    def __init__(self, apps: list[str], host: str = "127.0.0.1", port: int = 0, secret: str | None = None) -> None:
+    def __init__(
+        self, apps: list[str], host: str = "127.0.0.1", port: int = 0, secret: str | None = None
+    ) -> None:
         self.apps: dict[str, App] = make_apps(apps)
         self.host = host
         self.port = port
@@ -42,13 +46,15 @@ class AppHost:
     def reset(self, seeds: dict[str, Any] | None = None) -> None:
         """Seeds the given apps (others go back to their default seed), then restores every snapshot."""
         seeds = seeds or {}
+        if not isinstance(seeds, dict):
+            raise AppError(f"seeds must be an object keyed by app name, got {type(seeds).__name__}")
         unknown = set(seeds) - set(self.apps)
         if unknown:
-            from maigym_ray.errors import AppError
-
             raise AppError(f"no such app on this host: {sorted(unknown)}; hosted: {sorted(self.apps)}")
+        # validate every seed before applying any, so a bad seed never leaves the apps half reset
+        checked = {name: app.validated(seeds.get(name, {})) for name, app in self.apps.items()}
         for name, app in self.apps.items():
-            app.seed(seeds.get(name, {}))
+            app.seed(checked[name])
 
     def restore(self) -> None:
         """Restores every app to its last seed without re-validating (the fast reset path)."""
@@ -71,11 +77,14 @@ class AppHost:
         if op == "state" and request.method == "GET":
             return web.json_response(self.state())
         if op in ("reset", "seed") and request.method == "POST":
-            body = await request.json() if request.can_read_body else {}
-            if op == "seed":
-                self.reset(body.get("seeds", {}))
-            else:
-                self.restore()
+            try:
+                body = await request.json() if request.can_read_body else {}
+                if op == "seed":
+                    self.reset(body.get("seeds", {}) if isinstance(body, dict) else body)
+                else:
+                    self.restore()
+            except (ValueError, AppError) as exc:
+                return web.json_response({"ok": False, "error": str(exc)}, status=400)
             return web.json_response({"ok": True})
         return web.Response(status=404, text="unknown control operation")
 
@@ -99,7 +108,9 @@ class AppHost:
             try:
                 out = handler(req)
             except KeyError as exc:  # an id that does not exist: a 404 screen the agent can see
-                return web.Response(status=404, text=f"Not found: {exc}", content_type="text/html")
+                return web.Response(
+                    status=404, text=f"Not found: {html.escape(str(exc))}", content_type="text/html"
+                )
             if isinstance(out, Redirect):
                 raise web.HTTPSeeOther(f"/{app.name}{out.path}")
             return web.Response(text=out, content_type="text/html")

@@ -10,8 +10,17 @@ FOLDERS = ("inbox", "sent", "archive", "trash")
 
 
 def _msg(mid: str, sender: str, subject: str, body: str, date: str, folder: str = "inbox") -> dict[str, Any]:
-    return {"id": mid, "folder": folder, "from": sender, "to": "alex@example.com", "subject": subject,
-            "body": body, "date": date, "read": False, "starred": False}
+    return {
+        "id": mid,
+        "folder": folder,
+        "from": sender,
+        "to": "alex@example.com",
+        "subject": subject,
+        "body": body,
+        "date": date,
+        "read": False,
+        "starred": False,
+    }
 
 
 class MailApp(App):
@@ -27,16 +36,42 @@ class MailApp(App):
         return {
             "me": "alex@example.com",
             "messages": [
-                _msg("m1", "carol@example.com", "Invoice November", "Hi Alex, the invoice is attached. Carol",
-                     "2026-11-25"),
-                _msg("m2", "dave@example.com", "Project kickoff",
-                     "Kickoff is on Monday at 10:00. Can you join? Dave", "2026-11-26"),
-                _msg("m3", "news@shop.example", "Weekly deals newsletter", "Big savings this week!",
-                     "2026-11-27"),
-                _msg("m4", "erin@example.com", "Planning meeting",
-                     "Let's meet in room Aurora on Thursday. Erin", "2026-11-27"),
-                _msg("m5", "carol@example.com", "Invoice October (paid)", "Thanks for paying. Carol",
-                     "2026-10-25", "archive"),
+                _msg(
+                    "m1",
+                    "carol@example.com",
+                    "Invoice November",
+                    "Hi Alex, the invoice is attached. Carol",
+                    "2026-11-25",
+                ),
+                _msg(
+                    "m2",
+                    "dave@example.com",
+                    "Project kickoff",
+                    "Kickoff is on Monday at 10:00. Can you join? Dave",
+                    "2026-11-26",
+                ),
+                _msg(
+                    "m3",
+                    "news@shop.example",
+                    "Weekly deals newsletter",
+                    "Big savings this week!",
+                    "2026-11-27",
+                ),
+                _msg(
+                    "m4",
+                    "erin@example.com",
+                    "Planning meeting",
+                    "Let's meet in room Aurora on Thursday. Erin",
+                    "2026-11-27",
+                ),
+                _msg(
+                    "m5",
+                    "carol@example.com",
+                    "Invoice October (paid)",
+                    "Thanks for paying. Carol",
+                    "2026-10-25",
+                    "archive",
+                ),
             ],
         }
 
@@ -59,8 +94,12 @@ class MailApp(App):
 
     def _list(self, folder: str, q: str) -> str:
         ql = q.strip().lower()
-        msgs = [m for m in self.data["messages"] if m["folder"] == folder and
-                (not ql or ql in m["subject"].lower() or ql in m["from"].lower() or ql in m["body"].lower())]
+        msgs = [
+            m
+            for m in self.data["messages"]
+            if m["folder"] == folder
+            and (not ql or ql in m["subject"].lower() or ql in m["from"].lower() or ql in m["body"].lower())
+        ]
         msgs.sort(key=lambda m: m["date"], reverse=True)
         return self.render("list.html", folder=folder, folders=FOLDERS, msgs=msgs, q=q)
 
@@ -105,10 +144,25 @@ class MailApp(App):
     def send(self, req: Request) -> Redirect | str:
         to, subject, body = (req.form.get(k, "").strip() for k in ("to", "subject", "body"))
         if "@" not in to or not subject:
-            return self.render("compose.html", to=to, subject=subject, body=body,
-                               error="A recipient address and a subject are required.")
+            return self.render(
+                "compose.html",
+                to=to,
+                subject=subject,
+                body=body,
+                error="A recipient address and a subject are required.",
+            )
         mid = self.next_id("messages", "m")
-        self.data["messages"].append({"id": mid, "folder": "sent", "from": self.data["me"], "to": to,
-                                      "subject": subject, "body": body, "date": "2026-12-01", "read": True,
-                                      "starred": False})
+        self.data["messages"].append(
+            {
+                "id": mid,
+                "folder": "sent",
+                "from": self.data["me"],
+                "to": to,
+                "subject": subject,
+                "body": body,
+                "date": "2026-12-01",
+                "read": True,
+                "starred": False,
+            }
+        )
         return Redirect("/folder/sent")

@@ -32,10 +32,26 @@ class RideApp(App):
                 {"id": "xl", "name": "XL", "base": 6.0, "per_km": 2.1},
             ],
             "rides": [
-                {"id": "R1", "pickup": "Home", "destination": "Airport", "type": "comfort", "price": 36.5,
-                 "date": "2026-11-20", "status": "completed", "rating": 0},
-                {"id": "R2", "pickup": "Office", "destination": "Home", "type": "economy", "price": 9.0,
-                 "date": "2026-11-24", "status": "completed", "rating": 4},
+                {
+                    "id": "R1",
+                    "pickup": "Home",
+                    "destination": "Airport",
+                    "type": "comfort",
+                    "price": 36.5,
+                    "date": "2026-11-20",
+                    "status": "completed",
+                    "rating": 0,
+                },
+                {
+                    "id": "R2",
+                    "pickup": "Office",
+                    "destination": "Home",
+                    "type": "economy",
+                    "price": 9.0,
+                    "date": "2026-11-24",
+                    "status": "completed",
+                    "rating": 4,
+                },
             ],
             "payment": "Visa ••4242",
         }
@@ -77,8 +93,9 @@ class RideApp(App):
         pickup, dest = req.query.get("pickup", ""), req.query.get("destination", "")
         a, b = self._place(pickup), self._place(dest)
         if a is None or b is None or a is b:
-            return self.render("home.html", places=self.data["places"], active=[],
-                               error="Choose two different saved places.")
+            return self.render(
+                "home.html", places=self.data["places"], active=[], error="Choose two different saved places."
+            )
         fares = [(rt, self.fare(a["name"], b["name"], rt["id"])) for rt in self.data["ride_types"]]
         return self.render("options.html", a=a, b=b, fares=fares, payment=self.data["payment"])
 
@@ -87,13 +104,25 @@ class RideApp(App):
         try:
             price = self.fare(pickup, dest, rtype)
         except KeyError:
-            return self.render("home.html", places=self.data["places"], active=[],
-                               error="Choose a ride type before requesting.")
+            return self.render(
+                "home.html",
+                places=self.data["places"],
+                active=[],
+                error="Choose a ride type before requesting.",
+            )
         rid = self.next_id("rides", "R")
-        self.data["rides"].append({"id": rid, "pickup": self._place(pickup)["name"],  # type: ignore[index]
-                                   "destination": self._place(dest)["name"],  # type: ignore[index]
-                                   "type": rtype, "price": price, "date": "2026-12-01",
-                                   "status": "requested", "rating": 0})
+        self.data["rides"].append(
+            {
+                "id": rid,
+                "pickup": self._place(pickup)["name"],  # type: ignore[index]
+                "destination": self._place(dest)["name"],  # type: ignore[index]
+                "type": rtype,
+                "price": price,
+                "date": "2026-12-01",
+                "status": "requested",
+                "rating": 0,
+            }
+        )
         return Redirect(f"/ride/{rid}")
 
     def history(self, req: Request) -> str:

@@ -7,9 +7,19 @@ from typing import Any, ClassVar
 from maigym_ray.apps.app import App, Redirect, Request, Route
 
 
-def _train(tid: str, frm: str, to: str, date: str, dep: str, arr: str, eco: float, first: float) -> dict[str, Any]:
-    return {"id": tid, "from": frm, "to": to, "date": date, "dep": dep, "arr": arr,
-            "prices": {"economy": eco, "first": first}, "seats": 40}
+def _train(
+    tid: str, frm: str, to: str, date: str, dep: str, arr: str, eco: float, first: float
+) -> dict[str, Any]:
+    return {
+        "id": tid,
+        "from": frm,
+        "to": to,
+        "date": date,
+        "dep": dep,
+        "arr": arr,
+        "prices": {"economy": eco, "first": first},
+        "seats": 40,
+    }
 
 
 class TrainApp(App):
@@ -36,8 +46,14 @@ class TrainApp(App):
                 _train("ICE1001", "Frankfurt", "Berlin", "2026-12-06", "12:00", "16:10", 62.0, 104.0),
             ],
             "bookings": [
-                {"id": "B1", "train": "ICE1001", "class": "economy", "passengers": ["Alex Morgan"],
-                 "total": 62.0, "status": "booked"},
+                {
+                    "id": "B1",
+                    "train": "ICE1001",
+                    "class": "economy",
+                    "passengers": ["Alex Morgan"],
+                    "total": 62.0,
+                    "status": "booked",
+                },
             ],
             "traveller": "Alex Morgan",
         }
@@ -66,8 +82,11 @@ class TrainApp(App):
 
     def results(self, req: Request) -> str:
         frm, to, date = (req.query.get(k, "").strip() for k in ("from", "to", "date"))
-        found = [t for t in self.data["trains"]
-                 if t["from"].lower() == frm.lower() and t["to"].lower() == to.lower() and t["date"] == date]
+        found = [
+            t
+            for t in self.data["trains"]
+            if t["from"].lower() == frm.lower() and t["to"].lower() == to.lower() and t["date"] == date
+        ]
         found.sort(key=lambda t: t["dep"])
         return self.render("results.html", trains=found, frm=frm, to=to, date=date)
 
@@ -93,8 +112,14 @@ class TrainApp(App):
         t, cls, count = self._selection(req)
         names = [req.query.get(f"p{i}", "").strip() for i in range(1, count + 1)]
         if cls not in t["prices"] or not names or not all(names):
-            return self.render("passengers.html", t=t, cls=cls, count=max(count, 1),
-                               traveller=self.data["traveller"], error="Every passenger needs a name.")
+            return self.render(
+                "passengers.html",
+                t=t,
+                cls=cls,
+                count=max(count, 1),
+                traveller=self.data["traveller"],
+                error="Every passenger needs a name.",
+            )
         total = round(t["prices"][cls] * len(names), 2)
         return self.render("review.html", t=t, cls=cls, names=names, total=total)
 
@@ -108,8 +133,16 @@ class TrainApp(App):
             return self.render("train.html", t=t, error="Not enough seats left.")
         t["seats"] -= len(names)
         bid = self.next_id("bookings", "B")
-        self.data["bookings"].append({"id": bid, "train": t["id"], "class": cls, "passengers": names,
-                                      "total": round(t["prices"][cls] * len(names), 2), "status": "booked"})
+        self.data["bookings"].append(
+            {
+                "id": bid,
+                "train": t["id"],
+                "class": cls,
+                "passengers": names,
+                "total": round(t["prices"][cls] * len(names), 2),
+                "status": "booked",
+            }
+        )
         return Redirect(f"/booking/{bid}?new=1")
 
     def trips(self, req: Request) -> str:

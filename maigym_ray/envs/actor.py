@@ -20,8 +20,13 @@ from maigym_ray.tasks.verifiers import run_verifier
 from maigym_ray.types import Action, Observation, Reward, StepResult, TaskSpec
 
 
-def build_backend(pool: PoolConfig, apps: list[str], app_bind: str = "127.0.0.1", browser_host: Any = None,
-                  app_server: Any = None) -> Backend:
+def build_backend(
+    pool: PoolConfig,
+    apps: list[str],
+    app_bind: str = "127.0.0.1",
+    browser_host: Any = None,
+    app_server: Any = None,
+) -> Backend:
     """The backend a pool asks for. Pages go to the node's BrowserHost and apps to its AppServer when given."""
     if pool.backend == "web":
         from maigym_ray.envs.backends.web import LocalApps, WebBackend
@@ -47,8 +52,15 @@ def build_backend(pool: PoolConfig, apps: list[str], app_bind: str = "127.0.0.1"
 class EnvActor:
     """Holds one Backend and the episode running on it: step counting, the agent's answer, termination."""
 
-    def __init__(self, instance_id: str, pool: PoolConfig, apps: list[str], app_bind: str = "127.0.0.1",
-                 browser_host: Any = None, app_server: Any = None) -> None:
+    def __init__(
+        self,
+        instance_id: str,
+        pool: PoolConfig,
+        apps: list[str],
+        app_bind: str = "127.0.0.1",
+        browser_host: Any = None,
+        app_server: Any = None,
+    ) -> None:
         self.instance_id = instance_id
         self.pool = pool
         self.backend = build_backend(pool, apps, app_bind, browser_host, app_server)
@@ -66,7 +78,9 @@ class EnvActor:
     async def reset(self, task: TaskSpec) -> Observation:
         """Starts an episode of ``task`` from its initial state."""
         if self.backend.platform not in task.platforms:
-            raise TaskError(f"task {task.id} does not run on {self.backend.platform} (it runs on {task.platforms})")
+            raise TaskError(
+                f"task {task.id} does not run on {self.backend.platform} (it runs on {task.platforms})"
+            )
         t0 = time.perf_counter()
         await self.backend.reset(task)
         self.task, self.steps, self.answer, self.done = task, 0, None, False
@@ -85,8 +99,11 @@ class EnvActor:
         t0 = time.perf_counter()
         if self.done:
             obs = await self.backend.observe()
-            return StepResult(dataclasses.replace(obs, last_action_error="the episode is over"), True,
-                              {"error": "the episode is over", "steps": self.steps})
+            return StepResult(
+                dataclasses.replace(obs, last_action_error="the episode is over"),
+                True,
+                {"error": "the episode is over", "steps": self.steps},
+            )
         error, parsed = "", None
         try:
             parsed = parse_action(action) if isinstance(action, str) else action
@@ -105,8 +122,13 @@ class EnvActor:
         obs = await self.backend.observe()
         act_s = time.perf_counter() - t0
         obs = dataclasses.replace(obs, last_action_error=error, timings={**obs.timings, "step_s": act_s})
-        info = {"action": parsed.to_text() if parsed else None, "error": error, "steps": self.steps,
-                "truncated": truncated, "answer": self.answer}
+        info = {
+            "action": parsed.to_text() if parsed else None,
+            "error": error,
+            "steps": self.steps,
+            "truncated": truncated,
+            "answer": self.answer,
+        }
         return StepResult(obs, self.done, info)
 
     async def evaluate(self) -> Reward:

@@ -78,8 +78,10 @@ class EnvManager:
         """Starts provisioning and health loops; with ``wait``, returns once every warm pool is full."""
         await self._ensure_node_services()
         if not self._loops:
-            self._loops = [asyncio.ensure_future(self._provision_loop()),
-                           asyncio.ensure_future(self._health_loop())]
+            self._loops = [
+                asyncio.ensure_future(self._provision_loop()),
+                asyncio.ensure_future(self._health_loop()),
+            ]
         t0 = time.perf_counter()
         if wait:
             await self.wait_ready()
@@ -175,10 +177,10 @@ class EnvManager:
 
     async def _create(self, name: str, pool: PoolConfig) -> None:
         iid = f"{name}-{uuid.uuid4().hex[:8]}"
-        handle = ray.remote(EnvActor).options(
-            num_cpus=pool.num_cpus, max_concurrency=8, runtime_env={"env_vars": dict(pool.env_vars)}
-        ).remote(
-            iid, pool, self.cfg.apps, self.cfg.app_bind, self._browser_host, self._app_server
+        handle = (
+            ray.remote(EnvActor)
+            .options(num_cpus=pool.num_cpus, max_concurrency=8, runtime_env={"env_vars": dict(pool.env_vars)})
+            .remote(iid, pool, self.cfg.apps, self.cfg.app_bind, self._browser_host, self._app_server)
         )
         inst = _Instance(iid, name, handle)
         self._instances[iid] = inst
@@ -291,7 +293,9 @@ class EnvManager:
             raise LeaseError(f"unknown or released lease {lease!r}")
         inst = self._instances.get(iid)
         if inst is None or inst.state == "broken":
-            raise EnvUnavailableError(f"the instance behind lease {lease[:8]} failed and was replaced; release it")
+            raise EnvUnavailableError(
+                f"the instance behind lease {lease[:8]} failed and was replaced; release it"
+            )
         return inst
 
     async def release(self, lease: str) -> None:
@@ -313,6 +317,13 @@ class EnvManager:
             inst.state = "idle"
         await self._notify()
 
+    async def report_failure(self, lease: str, reason: str) -> None:
+        """A caller on the direct path saw the leased instance fail: take it out of service and replace it."""
+        iid = self._leases.get(lease)
+        inst = self._instances.get(iid) if iid else None
+        if inst is not None and inst.state != "broken":
+            await self._replace(inst, f"reported:{reason}")
+
     async def actor(self, lease: str) -> Any:
         """The leased instance's EnvActor handle, for callers that talk to it directly."""
         return self._inst(lease).handle
@@ -333,11 +344,15 @@ class EnvManager:
         except (TimeoutError, GetTimeoutError) as exc:
             self._counters[f"timeouts:{op}"] += 1
             await self._replace(inst, f"timeout:{op}")
-            raise EnvTimeoutError(f"{op} on {inst.id} took longer than {timeout_s}s; instance replaced") from exc
+            raise EnvTimeoutError(
+                f"{op} on {inst.id} took longer than {timeout_s}s; instance replaced"
+            ) from exc
         except _DEAD as exc:
             self._counters[f"failures:{op}"] += 1
             await self._replace(inst, f"actor died:{op}")
-            raise EnvUnavailableError(f"{op}: instance {inst.id} died ({type(exc).__name__}); replaced") from exc
+            raise EnvUnavailableError(
+                f"{op}: instance {inst.id} died ({type(exc).__name__}); replaced"
+            ) from exc
         except (BackendError, InfraError) as exc:
             self._counters[f"failures:{op}"] += 1
             await self._replace(inst, f"backend error:{op}")
@@ -371,13 +386,25 @@ class EnvManager:
     # -- introspection --------------------------------------------------------------------------------------
     async def metrics(self) -> dict[str, Any]:
         """Pool sizes, counters and per-operation latency histograms."""
-        return {"pools": self._pool_sizes(), "counters": dict(self._counters),
-                "latency": {op: h.summary() for op, h in self._hists.items()}}
+        return {
+            "pools": self._pool_sizes(),
+            "counters": dict(self._counters),
+            "latency": {op: h.summary() for op, h in self._hists.items()},
+        }
 
     async def instances(self) -> list[dict[str, Any]]:
         """Every instance: id, pool, state, pid, episodes and whether it is leased."""
-        return [{"id": i.id, "pool": i.pool, "state": i.state, "pid": i.pid, "episodes": i.episodes,
-                 "leased": i.lease is not None} for i in self._instances.values()]
+        return [
+            {
+                "id": i.id,
+                "pool": i.pool,
+                "state": i.state,
+                "pid": i.pid,
+                "episodes": i.episodes,
+                "leased": i.lease is not None,
+            }
+            for i in self._instances.values()
+        ]
 
     async def service_pids(self) -> dict[str, int]:
         """Pids of the node services: the app server, the browser host and its Chromium (when shared)."""

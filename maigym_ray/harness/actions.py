@@ -33,7 +33,9 @@ _JSON_STRING = re.compile(r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})
 class ArgSpec:
     """One argument of an action: its accepted type and whether it is required."""
 
-    kind: str  # "str" | "int" | "num" | "bool" | "coord" | "id" | "list[str]" | one of enum values via choices
+    kind: (
+        str  # "str" | "int" | "num" | "bool" | "coord" | "id" | "list[str]" | one of enum values via choices
+    )
     required: bool = False
     choices: tuple[str, ...] = ()
 
@@ -88,7 +90,18 @@ PLATFORM_ACTIONS: dict[str, frozenset[str]] = {
 
 #: Key names the grammar accepts for ``key``/``hotkey`` (Playwright/xdotool-compatible spelling).
 KEYS = frozenset(
-    ["Enter", "Tab", "Escape", "Backspace", "Delete", "Space", "ArrowUp", "ArrowDown", "ArrowLeft", "ArrowRight"]
+    [
+        "Enter",
+        "Tab",
+        "Escape",
+        "Backspace",
+        "Delete",
+        "Space",
+        "ArrowUp",
+        "ArrowDown",
+        "ArrowLeft",
+        "ArrowRight",
+    ]
     + ["Home", "End", "PageUp", "PageDown", "Control", "Shift", "Alt", "Meta"]
     + [chr(c) for c in range(ord("a"), ord("z") + 1)]
     + [str(d) for d in range(10)]

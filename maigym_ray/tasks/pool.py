@@ -81,9 +81,20 @@ def task_from_dict(row: dict[str, Any], where: str = "row") -> TaskSpec:
             raise bad(f, "must be an object")
         out[f] = v
     if "max_steps" in row:
-        if isinstance(row["max_steps"], bool) or not isinstance(row["max_steps"], int) or row["max_steps"] < 1:
+        if (
+            isinstance(row["max_steps"], bool)
+            or not isinstance(row["max_steps"], int)
+            or row["max_steps"] < 1
+        ):
             raise bad("max_steps", "must be a positive integer")
         out["max_steps"] = row["max_steps"]
+    if not out["apps"]:
+        raise bad("apps", "must name at least one app")
+    from maigym_ray.apps.registry import APP_CLASSES
+
+    unknown_apps = [a for a in out["apps"] if a not in APP_CLASSES]
+    if unknown_apps:
+        raise bad("apps", f"has unknown app(s) {unknown_apps}; valid: {', '.join(sorted(APP_CLASSES))}")
     for p in out.get("platforms", ()):
         if p not in PLATFORMS:
             raise bad("platforms", f"has unknown platform {p!r}; valid: {', '.join(PLATFORMS)}")
@@ -95,10 +106,17 @@ def task_from_dict(row: dict[str, Any], where: str = "row") -> TaskSpec:
 def task_to_row(t: TaskSpec) -> dict[str, Any]:
     """The Parquet row of a TaskSpec (JSON-encoded nested objects)."""
     return {
-        "id": t.id, "instruction": t.instruction, "apps": list(t.apps), "platforms": list(t.platforms),
-        "initial_state": json.dumps(t.initial_state, sort_keys=True), "start_app": t.start_app,
-        "verifier": json.dumps(t.verifier, sort_keys=True), "golden": list(t.golden), "max_steps": t.max_steps,
-        "tags": list(t.tags), "split": t.split,
+        "id": t.id,
+        "instruction": t.instruction,
+        "apps": list(t.apps),
+        "platforms": list(t.platforms),
+        "initial_state": json.dumps(t.initial_state, sort_keys=True),
+        "start_app": t.start_app,
+        "verifier": json.dumps(t.verifier, sort_keys=True),
+        "golden": list(t.golden),
+        "max_steps": t.max_steps,
+        "tags": list(t.tags),
+        "split": t.split,
     }
 
 
@@ -129,12 +147,14 @@ class TaskPool:
             near = [i for i in self._tasks if i.split("-")[0] == str(task_id).split("-")[0]][:5]
             raise TaskError(f"unknown task {task_id!r}" + (f"; similar: {near}" if near else "")) from None
 
-    def filter(self, *, split: str | None = None, apps: Iterable[str] | None = None,
-               platform: str | None = None) -> TaskPool:
+    def filter(
+        self, *, split: str | None = None, apps: Iterable[str] | None = None, platform: str | None = None
+    ) -> TaskPool:
         """The sub-pool of one split, of tasks on the given apps only, and/or on one platform."""
         allowed = set(apps) if apps is not None else None
         return TaskPool(
-            t for t in self
+            t
+            for t in self
             if (split is None or t.split == split)
             and (allowed is None or set(t.apps) <= allowed)
             and (platform is None or platform in t.platforms)
@@ -155,8 +175,10 @@ class TaskPool:
                 rows = pq.read_table(path).to_pylist()
             except (pa.ArrowInvalid, OSError) as exc:
                 raise TaskError(f"{path}: not a readable Parquet task file ({exc})") from exc
-            return cls(task_from_dict({k: v for k, v in r.items() if v is not None}, f"{path} row {i}")
-                       for i, r in enumerate(rows))
+            return cls(
+                task_from_dict({k: v for k, v in r.items() if v is not None}, f"{path} row {i}")
+                for i, r in enumerate(rows)
+            )
         tasks = []
         for i, line in enumerate(path.read_text().splitlines(), start=1):
             if not line.strip():

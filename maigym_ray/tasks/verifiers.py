@@ -31,8 +31,8 @@ class Verifier(Protocol):
 def _norm(v: Any) -> Any:
     if isinstance(v, str):
         return re.sub(r"\s+", " ", v.strip()).casefold()
-    if isinstance(v, bool):
-        return v
+    if isinstance(v, bool):  # True == 1.0 in Python: keep booleans apart from numbers
+        return ("bool", v)
     if isinstance(v, int | float):
         return float(v)
     if isinstance(v, list):
@@ -72,14 +72,21 @@ def _records(node: Any) -> list[Any]:
     return node if isinstance(node, list) else [node]
 
 
-_NUM = re.compile(r"-?\d+(?:[.,]\d+)?")
+# A number standing on its own (not part of a token like "IC203"); "1,089.00" is one number.
+_NUM = re.compile(r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:[.,]\d+)?)(?![\w])")
+
+
+def _to_float(lit: str) -> float:
+    if (lit.count(",") and "." in lit) or lit.count(",") > 1:  # thousands separators
+        return float(lit.replace(",", ""))
+    return float(lit.replace(",", "."))
 
 
 def _answer_ok(answer: str | None, any_of: list[str], numeric: bool) -> bool:
     if answer is None:
         return False
     if numeric:
-        found = [float(m.replace(",", ".")) for m in _NUM.findall(answer)]
+        found = [_to_float(m) for m in _NUM.findall(answer)]
         return len(found) == 1 and any(abs(found[0] - float(a)) < 1e-6 for a in any_of)
     norm = _norm(answer).strip(" .!\"'")
     return any(norm == _norm(a) for a in any_of)
@@ -92,7 +99,11 @@ class ChecksVerifier:
     checks: tuple[dict[str, Any], ...]
 
     def __post_init__(self) -> None:
+        if not self.checks:
+            raise TaskError("a checks verifier needs at least one check (an empty one would pass everything)")
         for i, c in enumerate(self.checks):
+            if not isinstance(c, dict):
+                raise TaskError(f"check {i} must be an object, got {type(c).__name__}")
             op = c.get("op")
             if op in ("exists", "absent"):
                 if not {"app", "path", "match"} <= set(c) or not isinstance(c["match"], dict):
@@ -111,12 +122,20 @@ class ChecksVerifier:
                 found = any(_matches(r, c["match"]) for r in _records(_resolve(states, c["app"], c["path"])))
                 ok = found if c["op"] == "exists" else not found
             if not ok:
-                return Reward(0.0, False, f"check {i} ({c['op']} {c.get('app', '')}.{c.get('path', '')}) failed")
+                return Reward(
+                    0.0, False, f"check {i} ({c['op']} {c.get('app', '')}.{c.get('path', '')}) failed"
+                )
         return Reward(1.0, True, "all checks passed")
 
 
+def _check_list(checks: Any) -> tuple[dict[str, Any], ...]:
+    if not isinstance(checks, list):
+        raise TaskError(f"verifier params.checks must be a list, got {type(checks).__name__}")
+    return tuple(checks)
+
+
 VERIFIER_BUILDERS: dict[str, Callable[[dict[str, Any]], Verifier]] = {
-    "checks": lambda p: ChecksVerifier(tuple(p.get("checks", ()))),
+    "checks": lambda p: ChecksVerifier(_check_list(p.get("checks"))),
 }
 
 

@@ -36,6 +36,16 @@ _FIND_JS = """(id) => {
 }"""
 _FOCUSED_EDITABLE_JS = """() => { const el = document.activeElement; return !!el && (el.isContentEditable ||
   el.tagName === 'TEXTAREA' || (el.tagName === 'INPUT' && !['radio','checkbox','submit','button'].includes(el.type))); }"""
+# Resolves once the scroll position has not moved for a few frames (a fling has ended), or after 1 s.
+_SCROLL_SETTLED_JS = """() => new Promise(done => {
+  let last = -1, still = 0, frames = 0;
+  const tick = () => {
+    const y = window.scrollY + window.scrollX * 1e6;
+    still = (y === last) ? still + 1 : 0; last = y;
+    if (still >= 3 || ++frames > 60) done(); else requestAnimationFrame(tick);
+  };
+  requestAnimationFrame(tick);
+})"""
 # Marks, synchronously inside the input event, that a document navigation is about to start (a form submit or a
 # link click that leaves the page). Reading it after the action tells us whether to wait for a load, with no
 # guessing of how long a navigation takes to begin.
@@ -54,8 +64,16 @@ _NAV_MARKER_JS = """(() => {
 class PageDriver:
     """A context + page of ``browser`` with a fixed viewport; ``mobile`` turns on touch emulation."""
 
-    def __init__(self, width: int, height: int, mobile: bool, base_url: str, apps: list[str],
-                 settle_timeout_s: float = 10.0, wait_cap_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        width: int,
+        height: int,
+        mobile: bool,
+        base_url: str,
+        apps: list[str],
+        settle_timeout_s: float = 10.0,
+        wait_cap_s: float = 5.0,
+    ) -> None:
         self.width, self.height, self.mobile = width, height, mobile
         self.base_url, self.apps = base_url, list(apps)
         self.settle_timeout_s, self.wait_cap_s = settle_timeout_s, wait_cap_s
@@ -70,8 +88,11 @@ class PageDriver:
         """Opens the context and page on ``browser`` and shows the launcher."""
         try:
             self._context = await browser.new_context(
-                viewport={"width": self.width, "height": self.height}, is_mobile=self.mobile,
-                has_touch=self.mobile, device_scale_factor=1, service_workers="block",
+                viewport={"width": self.width, "height": self.height},
+                is_mobile=self.mobile,
+                has_touch=self.mobile,
+                device_scale_factor=1,
+                service_workers="block",
             )
             await self._context.add_init_script(_NAV_MARKER_JS)
             self._page = await self._context.new_page()
@@ -158,7 +179,8 @@ class PageDriver:
         for _ in range(3):
             try:
                 shot = await self._cdp.send(  # type: ignore[union-attr]
-                    "Page.captureScreenshot", {"format": "png", "optimizeForSpeed": True})
+                    "Page.captureScreenshot", {"format": "png", "optimizeForSpeed": True}
+                )
                 return base64.b64decode(shot["data"])
             except PlaywrightError as exc:
                 if "Unable to capture screenshot" not in str(exc):
@@ -240,15 +262,19 @@ class PageDriver:
             d = a["direction"]
             amount = a.get("amount") or int((self.height if d in ("up", "down") else self.width) * 0.6)
             await page.mouse.move(*pt)
-            await page.mouse.wheel({"left": -amount, "right": amount}.get(d, 0),
-                                   {"up": -amount, "down": amount}.get(d, 0))
-            await asyncio.sleep(0.03)  # let the scroll land before the screenshot
+            await page.mouse.wheel(
+                {"left": -amount, "right": amount}.get(d, 0), {"up": -amount, "down": amount}.get(d, 0)
+            )
+            await page.evaluate(_SCROLL_SETTLED_JS)  # let the scroll land before the screenshot
         elif name == "swipe":
+            # Raw touch events (like adb's `input swipe`); Chromium turns them into a scroll and maybe a fling.
             fx, fy = a["from_x"] * self.width / 1000, a["from_y"] * self.height / 1000
             tx, ty = a["to_x"] * self.width / 1000, a["to_y"] * self.height / 1000
-            await self._cdp.send("Input.synthesizeScrollGesture", {  # type: ignore[union-attr]
-                "x": fx, "y": fy, "xDistance": tx - fx, "yDistance": ty - fy,
-                "gestureSourceType": "touch", "speed": 3000})
+            await self._touch("touchStart", fx, fy)
+            for i in range(1, 9):
+                await self._touch("touchMove", fx + (tx - fx) * i / 8, fy + (ty - fy) * i / 8)
+            await self._touch("touchEnd", tx, ty)
+            await page.evaluate(_SCROLL_SETTLED_JS)
         elif name == "drag":
             src, dst = await self._point(a, "from_"), await self._point(a, "to_")
             if isinstance(src, str) or isinstance(dst, str):
@@ -310,8 +336,11 @@ class LocalPage:
         return self._driver is not None and await self._driver.health()
 
     async def close(self) -> None:
-        for closer in (self._driver.close if self._driver else None,
-                       self._browser.close if self._browser else None, self._pw.stop if self._pw else None):
+        for closer in (
+            self._driver.close if self._driver else None,
+            self._browser.close if self._browser else None,
+            self._pw.stop if self._pw else None,
+        ):
             if closer is not None:
                 try:
                     await closer()

@@ -84,9 +84,15 @@ class WebBackend(Backend):
             await self.apps.start()
         except OSError as exc:
             raise BackendError(f"app host failed to start: {exc}") from exc
-        await self.page.open(width=self.width, height=self.height, mobile=self.platform == "mobile_web",
-                             base_url=self.apps.url, apps=list(self.apps.names),
-                             settle_timeout_s=self.cfg.settle_timeout_s, wait_cap_s=self.cfg.wait_cap_s)
+        await self.page.open(
+            width=self.width,
+            height=self.height,
+            mobile=self.platform == "mobile_web",
+            base_url=self.apps.url,
+            apps=list(self.apps.names),
+            settle_timeout_s=self.cfg.settle_timeout_s,
+            wait_cap_s=self.cfg.wait_cap_s,
+        )
         self._started = True
 
     async def reset(self, task: TaskSpec) -> None:
@@ -101,8 +107,12 @@ class WebBackend(Backend):
         url: str = snap["url"]
         first = url.split("/")[3] if url.count("/") >= 3 else ""
         return Observation(
-            platform=self.platform, screenshot=snap["png"], width=self.width, height=self.height,
-            a11y=f'page "{snap["title"]}"\n' + snap["a11y"], url=url,
+            platform=self.platform,
+            screenshot=snap["png"],
+            width=self.width,
+            height=self.height,
+            a11y=f'page "{snap["title"]}"\n' + snap["a11y"],
+            url=url,
             app=first if first in self.apps.names else "",
             elements=tuple(Element(**e) for e in snap["elements"]),
         )

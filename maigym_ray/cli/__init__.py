@@ -1,0 +1,1 @@
+"""Hydra entry points: the only place that reads config objects and builds the system from them."""

@@ -1,0 +1,240 @@
+"""``python -m maigym_ray.cli.eval``: run a task pool through the harness on leased environments and score it.
+
+Writes ``results.parquet`` (one row per episode), ``report.json`` and a success table by app and platform
+to the run directory, logs to wandb (offline by default) and shows a progress bar. Episodes that hit an
+infrastructure failure are retried on a fresh instance and, if they still fail, reported as infra-failed,
+never scored 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import defaultdict
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import hydra
+import pyarrow as pa
+import pyarrow.parquet as pq
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
+
+import maigym_ray  # noqa: F401  (loopback Ray settings before ray is imported)
+from maigym_ray.cli.schema import EvalConfig, TasksConfig, register
+from maigym_ray.config import validate_manager_config
+from maigym_ray.errors import ConfigError
+from maigym_ray.harness.episode import run_episode
+from maigym_ray.harness.policy import GoldenPolicy, PolicyClient, RandomPolicy
+from maigym_ray.tasks.pool import TaskPool
+from maigym_ray.types import TaskSpec, Trajectory
+
+register()
+
+RESULT_SCHEMA = pa.schema(
+    [
+        ("episode_id", pa.string()),
+        ("task_id", pa.string()),
+        ("app", pa.string()),
+        ("apps", pa.list_(pa.string())),
+        ("platform", pa.string()),
+        ("split", pa.string()),
+        ("attempt", pa.int32()),
+        ("success", pa.bool_()),
+        ("reward", pa.float64()),
+        ("steps", pa.int32()),
+        ("parse_errors", pa.int32()),
+        ("infra_failed", pa.bool_()),
+        ("error", pa.string()),
+        ("reason", pa.string()),
+        ("seconds", pa.float64()),
+    ]
+)
+
+
+def load_tasks(cfg: TasksConfig) -> TaskPool:
+    """The task pool a TasksConfig selects."""
+    pool = TaskPool.builtin() if cfg.pool == "builtin" else TaskPool.load(cfg.pool)
+    pool = pool.filter(split=cfg.split or None, apps=cfg.apps or None)
+    tasks = list(pool)
+    return TaskPool(tasks[: cfg.limit] if cfg.limit else tasks)
+
+
+def make_policy(kind: str, seed: int) -> PolicyClient:
+    """The scripted policy named by ``kind``."""
+    if kind == "golden":
+        return GoldenPolicy()
+    if kind == "random":
+        return RandomPolicy(seed)
+    raise ConfigError(f"policy.kind={kind!r} is not valid; choose one of: golden, random")
+
+
+def result_row(
+    traj: Trajectory, task: TaskSpec, platform: str, attempt: int, seconds: float
+) -> dict[str, Any]:
+    """One results.parquet row."""
+    return {
+        "episode_id": traj.episode_id,
+        "task_id": task.id,
+        "app": task.apps[0],
+        "apps": list(task.apps),
+        "platform": platform,
+        "split": task.split,
+        "attempt": attempt,
+        "success": bool(traj.reward.success) and not traj.infra_failed,
+        "reward": traj.reward.value,
+        "steps": len(traj.turns),
+        "parse_errors": sum(1 for t in traj.turns if t.parse_error),
+        "infra_failed": traj.infra_failed,
+        "error": traj.error,
+        "reason": traj.reward.reason,
+        "seconds": seconds,
+    }
+
+
+def success_table(rows: list[dict[str, Any]]) -> str:
+    """Success rate by app and platform (infra-failed episodes excluded and counted apart)."""
+    agg: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
+    for r in rows:
+        a = agg[(r["app"], r["platform"])]
+        if r["infra_failed"]:
+            a[2] += 1
+        else:
+            a[0] += int(r["success"])
+            a[1] += 1
+    lines = [f"{'app':12s} {'platform':11s} {'success':>8s} {'episodes':>9s} {'infra':>6s}"]
+    for (app, plat), (ok, n, infra) in sorted(agg.items()):
+        lines.append(f"{app:12s} {plat:11s} {ok / n if n else 0.0:8.2f} {n:9d} {infra:6d}")
+    ok = sum(a[0] for a in agg.values())
+    n = sum(a[1] for a in agg.values())
+    lines.append(
+        f"{'all':12s} {'':11s} {ok / n if n else 0.0:8.2f} {n:9d} {sum(a[2] for a in agg.values()):6d}"
+    )
+    return "\n".join(lines)
+
+
+async def evaluate(cfg: EvalConfig, out_dir: Path) -> dict[str, Any]:
+    """Runs the evaluation described by ``cfg``; returns the report."""
+    import ray
+
+    from maigym_ray.cluster import init_ray
+    from maigym_ray.envs.lease import LeasedEnv
+    from maigym_ray.envs.manager import EnvManager
+
+    validate_manager_config(cfg.env)
+    policy = make_policy(cfg.policy.kind, cfg.policy.seed)
+    tasks = load_tasks(cfg.tasks)
+    platforms = sorted({p.platform for p in cfg.env.pools.values()})
+    work = [
+        (t, plat, e)
+        for t in tasks
+        for plat in platforms
+        if plat in t.platforms
+        for e in range(cfg.episodes_per_task)
+    ]
+    if not work:
+        raise ConfigError(f"no task of the pool runs on the configured platforms {platforms}")
+    init_ray(cfg.ray)
+    manager = ray.remote(EnvManager).options(num_cpus=0, max_concurrency=1000).remote(cfg.env, tasks)
+    t0 = time.perf_counter()
+    await manager.start.remote(wait=True)
+    bringup = time.perf_counter() - t0
+
+    queue: asyncio.Queue[tuple[TaskSpec, str, int, int]] = asyncio.Queue()
+    for t, plat, e in work:
+        queue.put_nowait((t, plat, e, 0))
+    rows: list[dict[str, Any]] = []
+    bar = tqdm(total=len(work), desc=f"eval {cfg.policy.kind}", unit="ep")
+
+    async def worker() -> None:
+        while not queue.empty():
+            task, plat, e, attempt = queue.get_nowait()
+            t_start = time.perf_counter()
+            env = await LeasedEnv.acquire(manager, plat, cfg.env.step_timeout_s)
+            try:
+                traj = await run_episode(env, task, policy)
+            finally:
+                await env.release()
+            if traj.infra_failed and attempt < cfg.infra_retries:
+                queue.put_nowait((task, plat, e, attempt + 1))
+                continue
+            rows.append(result_row(traj, task, plat, attempt, time.perf_counter() - t_start))
+            bar.update(1)
+            bar.set_postfix(success=f"{sum(r['success'] for r in rows) / len(rows):.2f}")
+
+    t_run = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(max(1, cfg.concurrency))))
+    bar.close()
+    seconds = time.perf_counter() - t_run
+    metrics = await manager.metrics.remote()
+    await manager.shutdown.remote()
+    ray.kill(manager)
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows, schema=RESULT_SCHEMA), out_dir / "results.parquet")
+    scored = [r for r in rows if not r["infra_failed"]]
+    report = {
+        "name": cfg.name,
+        "policy": cfg.policy.kind,
+        "episodes": len(rows),
+        "success_rate": sum(r["success"] for r in scored) / len(scored) if scored else 0.0,
+        "infra_failed": len(rows) - len(scored),
+        "bringup_s": bringup,
+        "seconds": seconds,
+        "episodes_per_s": len(rows) / seconds if seconds else 0.0,
+        "by_platform": {
+            p: sum(r["success"] for r in scored if r["platform"] == p)
+            / max(1, sum(1 for r in scored if r["platform"] == p))
+            for p in platforms
+        },
+        "env_metrics": {
+            "counters": metrics["counters"],
+            "latency_p50_s": {k: v["p50_s"] for k, v in metrics["latency"].items()},
+        },
+    }
+    (out_dir / "report.json").write_text(json.dumps(report, indent=2))
+    table = success_table(rows)
+    (out_dir / "success_table.txt").write_text(table + "\n")
+    print(table)
+    _log_wandb(cfg, out_dir, report, rows)
+    return report
+
+
+def _log_wandb(cfg: EvalConfig, out_dir: Path, report: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    if cfg.wandb.mode == "disabled":
+        return
+    import wandb
+
+    run = wandb.init(
+        project=cfg.wandb.project,
+        name=cfg.name,
+        mode=cfg.wandb.mode,
+        dir=str(out_dir),
+        config=asdict(cfg),
+        reinit="finish_previous",
+    )
+    run.log({k: v for k, v in report.items() if isinstance(v, int | float)})
+    run.log(
+        {"episodes": wandb.Table(columns=list(rows[0]), data=[list(r.values()) for r in rows])}
+        if rows
+        else {}
+    )
+    run.finish()
+
+
+@hydra.main(config_path="../../conf", config_name="eval", version_base="1.3")
+def main(dcfg: DictConfig) -> None:
+    """Hydra entry point."""
+    cfg: EvalConfig = OmegaConf.to_object(dcfg)  # type: ignore[assignment]
+    out_dir = Path(cfg.output_dir or hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
+    report = asyncio.run(evaluate(cfg, out_dir))
+    print(
+        f"success_rate={report['success_rate']:.3f} episodes={report['episodes']} "
+        f"infra_failed={report['infra_failed']} results={out_dir / 'results.parquet'}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""Top-level config schemas of the entry points, registered with Hydra's ConfigStore.
+
+Sub-configs (env manager, pools, Ray) live in :mod:`maigym_ray.config`. Registering the schemas makes Hydra
+validate every YAML in ``conf/`` against them: an unknown key is an error, and so is a wrong type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hydra.core.config_store import ConfigStore
+
+from maigym_ray.config import EnvManagerConfig, RayConfig
+
+
+@dataclass
+class TasksConfig:
+    """Which tasks to run."""
+
+    #: "builtin" (the hand-written tasks shipped with the apps) or a .parquet / .jsonl file or folder.
+    pool: str = "builtin"
+    #: keep only this split ("" = all).
+    split: str = ""
+    #: keep only tasks on these apps ([] = all).
+    apps: list[str] = field(default_factory=list)
+    #: at most this many tasks (0 = all), taken in pool order.
+    limit: int = 0
+
+
+@dataclass
+class PolicyConfig:
+    """The policy that acts."""
+
+    #: "golden" (replays each task's golden solution), "random" (random clicks and typing).
+    kind: str = "golden"
+    #: seed of the random policy.
+    seed: int = 0
+
+
+@dataclass
+class WandbConfig:
+    """Weights & Biases logging (offline by default: no network needed)."""
+
+    #: "offline", "online" or "disabled".
+    mode: str = "offline"
+    #: the wandb project.
+    project: str = "maigym_ray"
+
+
+@dataclass
+class EvalConfig:
+    """``python -m maigym_ray.cli.eval``: run a task pool through the harness and score it."""
+
+    ray: RayConfig = field(default_factory=RayConfig)
+    env: EnvManagerConfig = field(default_factory=EnvManagerConfig)
+    tasks: TasksConfig = field(default_factory=TasksConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+    #: episodes per task.
+    episodes_per_task: int = 1
+    #: environments leased at once (episodes run in parallel, one per env).
+    concurrency: int = 4
+    #: how many times an episode that hit an infrastructure failure is retried on a fresh instance.
+    infra_retries: int = 2
+    #: where results go; "" = Hydra's run directory.
+    output_dir: str = ""
+    #: a name for the run (wandb run name, report title).
+    name: str = "eval"
+
+
+def register() -> None:
+    """Registers the schemas so ``conf/*.yaml`` can name them in their defaults lists."""
+    cs = ConfigStore.instance()
+    cs.store(name="eval_schema", node=EvalConfig)

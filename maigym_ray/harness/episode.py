@@ -1,0 +1,74 @@
+"""run_episode: the one rollout loop shared by eval, data collection and RL.
+
+It talks to an environment through :class:`EnvHandle` (reset/step/evaluate) and to a policy through
+:class:`~maigym_ray.harness.policy.PolicyClient`. An infrastructure failure anywhere (the env or its actor
+died, a timeout) ends the episode with ``infra_failed=True`` and no score, so it is retried or reported, never
+counted as a 0. Agent mistakes are ordinary steps with ``parse_error`` set.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Protocol
+
+from maigym_ray.errors import InfraError
+from maigym_ray.harness.actions import parse_action
+from maigym_ray.harness.policy import PolicyClient
+from maigym_ray.types import Action, Observation, Reward, StepResult, TaskSpec, Trajectory, Turn
+
+
+class EnvHandle(Protocol):
+    """One leased environment instance."""
+
+    async def reset(self, task: TaskSpec) -> Observation: ...
+    async def step(self, action: str) -> StepResult: ...
+    async def evaluate(self) -> Reward: ...
+
+
+def _parsed(text: str) -> Action | None:
+    try:
+        return parse_action(text)
+    except Exception:
+        return None
+
+
+async def run_episode(
+    env: EnvHandle, task: TaskSpec, policy: PolicyClient, keep_screenshots: bool = False, episode_id: str = ""
+) -> Trajectory:
+    """Runs ``task`` to termination or ``task.max_steps`` and returns its Trajectory (never raises InfraError)."""
+    episode_id = episode_id or uuid.uuid4().hex
+    turns: list[Turn] = []
+    try:
+        obs = await env.reset(task)
+        for i in range(task.max_steps):
+            t0 = time.perf_counter()
+            text = await policy.act(task, obs, i)
+            t1 = time.perf_counter()
+            result = await env.step(text)
+            t2 = time.perf_counter()
+            turns.append(
+                Turn(
+                    index=i,
+                    action_text=text,
+                    action=_parsed(text),
+                    parse_error=result.observation.last_action_error,
+                    screenshot=obs.screenshot if keep_screenshots else b"",
+                    timings={"policy_s": t1 - t0, "env_s": t2 - t1},
+                )
+            )
+            obs = result.observation
+            if result.done:
+                break
+        reward = await env.evaluate()
+    except InfraError as exc:
+        return Trajectory(
+            episode_id,
+            task.id,
+            task.platforms[0],
+            tuple(turns),
+            Reward(0.0, False, "infrastructure failure", infra_failed=True),
+            infra_failed=True,
+            error=f"{type(exc).__name__}: {str(exc).splitlines()[-1][:500]}",
+        )
+    return Trajectory(episode_id, task.id, obs.platform, tuple(turns), reward)

@@ -1,0 +1,45 @@
+"""Policies the harness can run without a model: golden replay and random actions.
+
+The PolicyClient protocol is what ``run_episode`` calls. Model-backed clients (the vLLM engine, any
+OpenAI-compatible server) implement the same protocol, so eval, collection and RL share one loop.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Protocol
+
+from maigym_ray.types import Observation, TaskSpec
+
+
+class PolicyClient(Protocol):
+    """Given the task, the current observation and the step index, returns the next action as grammar text."""
+
+    async def act(self, task: TaskSpec, observation: Observation, step: int) -> str: ...
+
+
+class GoldenPolicy:
+    """Replays a task's golden solution, then terminates (a scripted upper bound and a validation tool)."""
+
+    async def act(self, task: TaskSpec, observation: Observation, step: int) -> str:
+        return task.golden[step] if step < len(task.golden) else 'terminate(status="success")'
+
+
+class RandomPolicy:
+    """Clicks random elements of the accessibility text, sometimes types, scrolls or goes back (a baseline)."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = random.Random(seed)
+
+    async def act(self, task: TaskSpec, observation: Observation, step: int) -> str:
+        r = self.rng.random()
+        textboxes = [e for e in observation.elements if e.role == "textbox"]
+        if textboxes and r < 0.25:
+            return f'type(id="{self.rng.choice(textboxes).id}", text="test")'
+        if r < 0.3:
+            return 'scroll(direction="down")'
+        if r < 0.35:
+            return "navigate_back()"
+        if observation.elements:
+            return f'click(id="{self.rng.choice(observation.elements).id}")'
+        return f"click(x={self.rng.randint(0, 1000)}, y={self.rng.randint(0, 1000)})"

@@ -1,0 +1,56 @@
+"""The eval CLI end to end: Hydra config, local Ray, real Chromium, Parquet results, the success table."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "maigym_ray.cli.eval",
+        "experiment=debug",
+        "wandb.mode=offline",
+        f"output_dir={tmp_path}",
+        f"hydra.run.dir={tmp_path}/hydra",
+        *overrides,
+    ]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_eval_golden_on_two_apps(tmp_path):
+    proc = _run(tmp_path, "tasks.apps=[mail,food]", "concurrency=2", "env.pools.web.target_size=2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = pq.read_table(tmp_path / "results.parquet").to_pylist()
+    assert len(rows) == 10 and {r["app"] for r in rows} == {"mail", "food"}
+    assert all(r["success"] and not r["infra_failed"] for r in rows)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["success_rate"] == 1.0 and report["by_platform"] == {"web": 1.0}
+    assert "mail" in proc.stdout and "success" in proc.stdout  # the printed table
+    assert list((tmp_path / "wandb").glob("offline-run-*")), "wandb offline run missing"
+
+
+def test_eval_random_policy_scores_low_and_bad_config_fails_clearly(tmp_path):
+    proc = _run(
+        tmp_path,
+        "policy.kind=random",
+        "tasks.limit=3",
+        "concurrency=2",
+        "env.pools.web.target_size=2",
+        "wandb.mode=disabled",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = pq.read_table(tmp_path / "results.parquet").to_pylist()
+    assert len(rows) == 3 and sum(r["success"] for r in rows) <= 1
+    bad = _run(tmp_path / "bad", "policy.kind=genius", "wandb.mode=disabled")
+    assert bad.returncode != 0 and "choose one of: golden, random" in bad.stderr

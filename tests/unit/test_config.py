@@ -1,0 +1,72 @@
+"""Every config in conf/ composes against its schema and builds; bad names are clear ConfigErrors."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
+
+from maigym_ray.cli.schema import EvalConfig, register
+from maigym_ray.config import EnvManagerConfig, PoolConfig, WebBackendConfig, validate_manager_config
+from maigym_ray.errors import ConfigError
+
+pytestmark = pytest.mark.unit
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+register()
+
+
+def _compose(*overrides: str) -> EvalConfig:
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="eval", overrides=list(overrides))
+    return OmegaConf.to_object(cfg)  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("backends", sorted(p.stem for p in (CONF / "backends").glob("*.yaml")))
+@pytest.mark.parametrize("experiment", [None, *sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))])
+def test_every_config_composes_and_validates(backends, experiment):
+    overrides = [f"backends={backends}"] + ([f"experiment={experiment}"] if experiment else [])
+    cfg = _compose(*overrides)
+    assert isinstance(cfg, EvalConfig)
+    assert isinstance(cfg.env, EnvManagerConfig)
+    assert all(
+        isinstance(p, PoolConfig) and isinstance(p.web, WebBackendConfig) for p in cfg.env.pools.values()
+    )
+    validate_manager_config(cfg.env)
+
+
+def test_unknown_key_is_an_error(tmp_path):
+    with pytest.raises(ConfigCompositionException, match="not_a_field"):
+        _compose("env.not_a_field=1")
+    # a YAML file with a key the schema does not have fails to compose too
+    shutil.copytree(CONF, tmp_path / "conf")
+    (tmp_path / "conf" / "experiment" / "typo.yaml").write_text(
+        "# @package _global_\nenv:\n  helth_interval_s: 3\n"
+    )
+    with initialize_config_dir(config_dir=str(tmp_path / "conf"), version_base="1.3"):
+        with pytest.raises(ConfigCompositionException):
+            compose(config_name="eval", overrides=["experiment=typo"])
+
+
+def test_unknown_backend_lists_choices():
+    cfg = EnvManagerConfig(pools={"x": PoolConfig(backend="fax")})
+    with pytest.raises(ConfigError, match="choose one of: web, android, desktop"):
+        validate_manager_config(cfg)
+
+
+def test_unknown_app_lists_valid_apps():
+    with pytest.raises(ConfigError, match="valid apps: calendar, contacts, food, mail, ride, train"):
+        validate_manager_config(EnvManagerConfig(apps=["mail", "bank"]))
+
+
+def test_platform_mismatch_and_sizes():
+    with pytest.raises(ConfigError, match=r"web\.platform"):
+        validate_manager_config(EnvManagerConfig(pools={"m": PoolConfig(platform="mobile_web")}))
+    with pytest.raises(ConfigError, match="target_size"):
+        validate_manager_config(EnvManagerConfig(pools={"w": PoolConfig(target_size=9, max_size=2)}))
+    with pytest.raises(ConfigError, match="browser"):
+        validate_manager_config(EnvManagerConfig(pools={"w": PoolConfig(web=WebBackendConfig(browser="x"))}))

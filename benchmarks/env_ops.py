@@ -89,16 +89,18 @@ async def measure(mode: str, n: int, rounds: int, platform: str) -> dict:
     bringup = time.perf_counter() - t0
     leases = await mgr.request.remote(n, platform)
     actors = [await mgr.actor.remote(lease) for lease in leases]
-    await asyncio.sleep(1.0)  # let start-up work drain before measuring
+    await asyncio.sleep(2.0)  # let start-up work drain before measuring
 
     resets, steps, mgr_steps = [], [], []
-    for r in range(rounds):  # one op at a time, round-robin over instances and tasks
+    for r in range(rounds + 1):  # one op at a time, round-robin over instances and tasks; round 0 warms up
+        if r == 1:
+            resets, steps = [], []
         for i, actor in enumerate(actors):
             task = tasks[(r * n + i) % len(tasks)]
             t = time.perf_counter()
             await actor.reset.remote(task)
             resets.append(time.perf_counter() - t)
-            for g in task.golden[:4]:
+            for g in task.golden[:6]:
                 if g.startswith("answer("):
                     continue
                 t = time.perf_counter()
@@ -127,7 +129,7 @@ async def measure(mode: str, n: int, rounds: int, platform: str) -> dict:
 
     insts = await mgr.instances.remote()
     services = await mgr.service_pids.remote()
-    pids = [i["pid"] for i in insts] + [services[k] for k in ("app_server", "host") if k in services]
+    pids = [i["pid"] for i in insts] + [services["node_services"]]
     breakdown: dict[str, float] = {}
     for p in pids:
         for k, v in pss_by_kind(p).items():
@@ -168,7 +170,7 @@ def main() -> int:
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     init_ray()
-    rounds = 1 if args.quick else 3
+    rounds = 2 if args.quick else 5
     modes = {m: asyncio.run(measure(m, args.instances, rounds, args.platform)) for m in args.modes.split(",")}
     default = DEFAULT_MODE[args.backend] if DEFAULT_MODE[args.backend] in modes else next(iter(modes))
     out = {

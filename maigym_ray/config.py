@@ -26,6 +26,9 @@ class WebBackendConfig:
     height: int = 0
     #: "shared": one Chromium per node, a browser context per env; "per_env": one Chromium per env actor.
     browser: str = "shared"
+    #: how reset clears the browser: "context" (a fresh browser context: new cookies, storage, history and
+    #: renderer; bounded memory) or "reload" (clear cookies, reload, wipe history: ~60 ms faster).
+    reset: str = "context"
     #: Chromium binary; "" finds Debian's real binary (never downloads a browser).
     executable: str = ""
     #: the longest a navigation may take to load before the step fails as an infrastructure error.
@@ -117,6 +120,7 @@ def validate_manager_config(cfg: EnvManagerConfig) -> None:
         check_choice(f"env.pools.{name}.platform", pool.platform, PLATFORMS)
         if pool.backend == "web":
             check_choice(f"env.pools.{name}.web.browser", pool.web.browser, BROWSER_MODES)
+            check_choice(f"env.pools.{name}.web.reset", pool.web.reset, ("context", "reload"))
             check_choice(f"env.pools.{name}.web.platform", pool.web.platform, ("web", "mobile_web"))
             if pool.web.platform != pool.platform:
                 raise ConfigError(

@@ -14,83 +14,108 @@ from typing import Any
 
 from maigym_ray.config import PoolConfig
 from maigym_ray.envs.backend import Backend
-from maigym_ray.errors import ActionParseError, ConfigError, TaskError, UnsupportedActionError
+from maigym_ray.errors import ActionParseError, BackendError, ConfigError, TaskError, UnsupportedActionError
 from maigym_ray.harness.actions import check_supported, parse_action
 from maigym_ray.tasks.verifiers import run_verifier
 from maigym_ray.types import Action, Observation, Reward, StepResult, TaskSpec
 
 
 def build_backend(
-    pool: PoolConfig,
-    apps: list[str],
-    app_bind: str = "127.0.0.1",
-    browser_host: Any = None,
-    app_server: Any = None,
+    pool: PoolConfig, apps: list[str], app_bind: str = "127.0.0.1", node: Any = None
 ) -> Backend:
-    """The backend a pool asks for. Pages go to the node's BrowserHost and apps to its AppServer when given."""
+    """The backend a pool asks for. With ``node`` (the NodeServices actor) the apps live there, and so does the
+    page when the pool shares the browser; without it everything runs in this process."""
     if pool.backend == "web":
         from maigym_ray.envs.backends.web import LocalApps, WebBackend
 
-        if pool.web.browser == "shared" and browser_host is not None:
+        if pool.web.browser == "shared" and node is not None:
             from maigym_ray.envs.remote import RemotePage
 
-            page: Any = RemotePage(browser_host)
+            page: Any = RemotePage(node)
         else:
             from maigym_ray.envs.backends.page import LocalPage
 
             page = LocalPage(pool.web.executable)
-        if app_server is not None:
+        if node is not None:
             from maigym_ray.envs.remote import RemoteApps
 
-            app_handle: Any = RemoteApps(app_server, apps)
+            app_handle: Any = RemoteApps(node, apps)
         else:
             app_handle = LocalApps(apps, app_bind)
         return WebBackend(pool.web, app_handle, page)
     raise ConfigError(f"backend {pool.backend!r} is not available; available: web")
 
 
+# Modules Ray's serializer imports only to register serializers for their types (Ray Data's Arrow tables,
+# pydantic models, starlette state); Ray skips each when it is missing. Env actors never send those types.
+_SERIALIZER_ONLY_MODULES = ("pyarrow", "pydantic", "starlette")
+
+
+def _skip_arrow_in_ray_worker() -> None:
+    import sys
+
+    import ray
+
+    worker = getattr(ray, "_private", None) and ray._private.worker.global_worker
+    if (
+        worker is not None
+        and getattr(worker, "mode", None) == ray.WORKER_MODE
+        and "pyarrow" not in sys.modules
+    ):
+        sys.modules["pyarrow"] = None  # type: ignore[assignment]  # makes `import pyarrow` raise ImportError
+
+
 class EnvActor:
     """Holds one Backend and the episode running on it: step counting, the agent's answer, termination."""
 
-    def __init__(
-        self,
-        instance_id: str,
-        pool: PoolConfig,
-        apps: list[str],
-        app_bind: str = "127.0.0.1",
-        browser_host: Any = None,
-        app_server: Any = None,
-    ) -> None:
-        self.instance_id = instance_id
-        self.pool = pool
-        self.backend = build_backend(pool, apps, app_bind, browser_host, app_server)
+    def __init__(self) -> None:
+        # The constructor takes no arguments on purpose. Ray's serializer imports pyarrow, pydantic and
+        # starlette (about 25 MB of private memory per process) when a worker first deserializes arguments.
+        # An env actor never sends those types, so in a Ray worker we block those imports before the first
+        # arguments (those of `start`) arrive. At thousands of instances per cluster this is tens of GB.
+        _skip_arrow_in_ray_worker()
+        self.instance_id = ""
+        self.backend: Backend | None = None
         self.task: TaskSpec | None = None
         self.steps = 0
         self.answer: str | None = None
         self.done = False
         self.episodes = 0
 
-    async def start(self) -> dict[str, Any]:
-        """Starts the backend; returns the actor's pid and platform."""
+    async def start(
+        self,
+        instance_id: str,
+        pool: PoolConfig,
+        apps: list[str],
+        app_bind: str = "127.0.0.1",
+        node: Any = None,
+    ) -> dict[str, Any]:
+        """Builds and starts the backend the pool asks for; returns the actor's pid and platform."""
+        self.instance_id = instance_id
+        self.backend = build_backend(pool, apps, app_bind, node)
         await self.backend.start()
         return {"pid": os.getpid(), "platform": self.backend.platform}
 
+    def _backend(self) -> Backend:
+        if self.backend is None:
+            raise BackendError("the instance was not started")
+        return self.backend
+
     async def reset(self, task: TaskSpec) -> Observation:
         """Starts an episode of ``task`` from its initial state."""
-        if self.backend.platform not in task.platforms:
-            raise TaskError(
-                f"task {task.id} does not run on {self.backend.platform} (it runs on {task.platforms})"
-            )
+        platform = self._backend().platform
+        if platform not in task.platforms:
+            raise TaskError(f"task {task.id} does not run on {platform} (it runs on {task.platforms})")
         t0 = time.perf_counter()
-        await self.backend.reset(task)
+        await self._backend().reset(task)
         self.task, self.steps, self.answer, self.done = task, 0, None, False
         self.episodes += 1
-        obs = await self.backend.observe()
+        obs = await self._backend().observe()
         return dataclasses.replace(obs, timings={**obs.timings, "reset_s": time.perf_counter() - t0})
 
     async def observe(self) -> Observation:
         """The current screen."""
-        return await self.backend.observe()
+        return await self._backend().observe()
 
     async def step(self, action: str | Action) -> StepResult:
         """Parses (if text) and performs one action; mistakes come back in ``last_action_error``."""
@@ -98,17 +123,17 @@ class EnvActor:
             raise TaskError("step before reset: reset the instance to a task first")
         t0 = time.perf_counter()
         if self.done:
-            obs = await self.backend.observe()
+            obs = await self._backend().observe()
             return StepResult(
                 dataclasses.replace(obs, last_action_error="the episode is over"),
                 True,
                 {"error": "the episode is over", "steps": self.steps},
             )
-        error, parsed = "", None
+        error, parsed, obs = "", None, None
         try:
             parsed = parse_action(action) if isinstance(action, str) else action
-            check_supported(parsed, self.backend.platform)
-            error = await self.backend.act(parsed)
+            check_supported(parsed, self._backend().platform)
+            error, obs = await self._backend().act_and_observe(parsed)
         except (ActionParseError, UnsupportedActionError) as exc:
             error = str(exc)
         self.steps += 1
@@ -119,7 +144,8 @@ class EnvActor:
                 self.done = True
         truncated = not self.done and self.steps >= self.task.max_steps
         self.done = self.done or truncated
-        obs = await self.backend.observe()
+        if obs is None:  # the action never reached the device
+            obs = await self._backend().observe()
         act_s = time.perf_counter() - t0
         obs = dataclasses.replace(obs, last_action_error=error, timings={**obs.timings, "step_s": act_s})
         info = {
@@ -135,16 +161,17 @@ class EnvActor:
         """Runs the task's verifier on the apps' current state and the agent's answer."""
         if self.task is None:
             raise TaskError("evaluate before reset")
-        return run_verifier(self.task.verifier, await self.backend.state(), self.answer)
+        return run_verifier(self.task.verifier, await self._backend().state(), self.answer)
 
     async def state(self) -> dict[str, Any]:
         """The apps' state (what verifiers read)."""
-        return await self.backend.state()
+        return await self._backend().state()
 
     async def health(self) -> bool:
         """True when the backend answers."""
-        return await self.backend.health()
+        return self.backend is not None and await self.backend.health()
 
     async def close(self) -> None:
         """Closes the backend (the manager kills the actor afterwards)."""
-        await self.backend.close()
+        if self.backend is not None:
+            await self.backend.close()

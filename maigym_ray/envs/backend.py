@@ -34,6 +34,11 @@ class Backend(ABC):
     async def act(self, action: Action) -> str:
         """Performs one action of the grammar. Returns "" or an agent-mistake message; raises BackendError."""
 
+    async def act_and_observe(self, action: Action) -> tuple[str, Observation]:
+        """``act`` then ``observe``; backends whose device is remote override it to save a round trip."""
+        error = await self.act(action)
+        return error, await self.observe()
+
     @abstractmethod
     async def state(self) -> dict[str, Any]:
         """The apps' states as JSON (what verifiers read)."""

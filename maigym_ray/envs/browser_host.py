@@ -85,6 +85,10 @@ class BrowserHost:
         """PageDriver.act on ``page_id``."""
         return await self._driver(page_id).act(action)
 
+    async def act_and_observe(self, page_id: str, action: Action, screenshot: bool = True) -> tuple[str, Any]:
+        """PageDriver.act_and_observe on ``page_id``."""
+        return await self._driver(page_id).act_and_observe(action, screenshot)
+
     async def health(self, page_id: str) -> bool:
         """PageDriver.health on ``page_id`` (False when the page is gone)."""
         d = self._pages.get(page_id)

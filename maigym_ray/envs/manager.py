@@ -23,11 +23,10 @@ from typing import Any
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
-from maigym_ray.apps.server import AppServer
 from maigym_ray.config import EnvManagerConfig, PoolConfig, validate_manager_config
 from maigym_ray.envs.actor import EnvActor
-from maigym_ray.envs.browser_host import BrowserHost
 from maigym_ray.envs.metrics import LatencyHistogram
+from maigym_ray.envs.node_services import NodeServices
 from maigym_ray.errors import (
     BackendError,
     ConfigError,
@@ -67,8 +66,7 @@ class EnvManager:
         self._changed = asyncio.Condition()
         self._hists: dict[str, LatencyHistogram] = {}
         self._counters: Counter[str] = Counter()
-        self._browser_host: Any = None
-        self._app_server: Any = None
+        self._node: Any = None
         self._loops: list[asyncio.Task[None]] = []
         self._creating: set[asyncio.Task[None]] = set()
         self._closing = False
@@ -88,25 +86,24 @@ class EnvManager:
         return {"ready_s": time.perf_counter() - t0}
 
     async def _ensure_node_services(self) -> None:
-        """Starts (or restarts, if its actor died) the node's AppServer and shared BrowserHost."""
-
-        async def alive(handle: Any) -> bool:
+        """Starts (or restarts, if its actor died) the node's shared services: apps and, if shared, Chromium."""
+        if self._node is not None:
             try:
-                await asyncio.wait_for(handle.__ray_ready__.remote(), 10)
-                return True
+                await asyncio.wait_for(self._node.__ray_ready__.remote(), 10)
+                return
             except Exception:
-                return False
-
-        opts = {"num_cpus": 0, "max_concurrency": 1000}
-        if self._app_server is None or not await alive(self._app_server):
-            self._app_server = ray.remote(AppServer).options(**opts).remote(self.cfg.app_bind)
-            self._counters["app_server_starts"] += 1
-        if any(p.backend == "web" and p.web.browser == "shared" for p in self.cfg.pools.values()) and (
-            self._browser_host is None or not await alive(self._browser_host)
-        ):
-            exe = next(p.web.executable for p in self.cfg.pools.values() if p.backend == "web")
-            self._browser_host = ray.remote(BrowserHost).options(**opts).remote(exe)
-            self._counters["browser_host_starts"] += 1
+                self._counters["node_services_lost"] += 1
+        web = [p for p in self.cfg.pools.values() if p.backend == "web"]
+        self._node = (
+            ray.remote(NodeServices)
+            .options(num_cpus=0, max_concurrency=1000)
+            .remote(
+                self.cfg.app_bind,
+                browser=any(p.web.browser == "shared" for p in web),
+                chromium=next((p.web.executable for p in web), ""),
+            )
+        )
+        self._counters["node_services_starts"] += 1
 
     async def wait_ready(self, timeout_s: float | None = None) -> None:
         """Waits until every pool has ``target_size`` idle instances."""
@@ -131,14 +128,12 @@ class EnvManager:
         for t in self._loops:
             t.cancel()
         await asyncio.gather(*(self._kill(inst, graceful=True) for inst in list(self._instances.values())))
-        if self._browser_host is not None:
+        if self._node is not None:
             try:
-                await asyncio.wait_for(self._browser_host.stop.remote(), 10)
+                await asyncio.wait_for(self._node.stop.remote(), 10)
             except Exception:
                 pass
-            ray.kill(self._browser_host)
-        if self._app_server is not None:
-            ray.kill(self._app_server)
+            ray.kill(self._node)
 
     # -- pools ----------------------------------------------------------------------------------------------
     def _count(self, pool: str, state: str) -> int:
@@ -180,13 +175,16 @@ class EnvManager:
         handle = (
             ray.remote(EnvActor)
             .options(num_cpus=pool.num_cpus, max_concurrency=8, runtime_env={"env_vars": dict(pool.env_vars)})
-            .remote(iid, pool, self.cfg.apps, self.cfg.app_bind, self._browser_host, self._app_server)
+            .remote()
         )
         inst = _Instance(iid, name, handle)
         self._instances[iid] = inst
         t0 = time.perf_counter()
         try:
-            info = await asyncio.wait_for(handle.start.remote(), self.cfg.start_timeout_s)
+            info = await asyncio.wait_for(
+                handle.start.remote(iid, pool, self.cfg.apps, self.cfg.app_bind, self._node),
+                self.cfg.start_timeout_s,
+            )
             inst.pid = info["pid"]
             inst.state = "idle"
             self._counters["started"] += 1
@@ -407,12 +405,5 @@ class EnvManager:
         ]
 
     async def service_pids(self) -> dict[str, int]:
-        """Pids of the node services: the app server, the browser host and its Chromium (when shared)."""
-        out = {"app_server": await self._app_server.pid.remote()} if self._app_server is not None else {}
-        if self._browser_host is not None:
-            out.update(await self._browser_host.pids.remote())
-        return out
-
-    async def browser_host(self) -> Any:
-        """The shared-browser actor handle (None in per_env mode)."""
-        return self._browser_host
+        """Pids of the node's shared services process and of its Chromium (0 when not shared)."""
+        return await self._node.pids.remote() if self._node is not None else {}

@@ -1,7 +1,7 @@
-"""Proxies through which an env actor uses the per-node services living in other actors.
+"""Proxies through which an env actor uses the node's shared services (they live in the NodeServices actor).
 
-``RemotePage`` drives a page in the node's BrowserHost; ``RemoteApps`` uses a namespace of the node's
-AppServer. A dead service actor surfaces as :class:`BackendError`, so the manager replaces the instance.
+``RemotePage`` drives a page of the node's BrowserHost; ``RemoteApps`` uses a namespace of its AppServer. A
+dead services actor surfaces as :class:`BackendError`, so the manager replaces the instance.
 """
 
 from __future__ import annotations
@@ -15,69 +15,77 @@ from maigym_ray.errors import BackendError
 from maigym_ray.types import Action
 
 
-async def _remote(method: Any, *args: Any, **kwargs: Any) -> Any:
-    try:
-        return await method.remote(*args, **kwargs)
-    except RayActorError as exc:
-        raise BackendError(f"a node service died: {exc}") from exc
+class _Service:
+    def __init__(self, node: Any, service: str) -> None:
+        self.node = node
+        self.service = service
+
+    async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await self.node.call.remote(self.service, method, *args, **kwargs)
+        except RayActorError as exc:
+            raise BackendError(f"the node's services died: {exc}") from exc
 
 
 class RemotePage:
     """A page in the node's BrowserHost (same interface as LocalPage)."""
 
-    def __init__(self, host: Any) -> None:
-        self.host = host
+    def __init__(self, node: Any) -> None:
+        self._s = _Service(node, "browser")
         self.page_id = ""
 
     async def open(self, **driver_args: Any) -> None:
-        self.page_id = await _remote(self.host.open, **driver_args)
+        self.page_id = await self._s.call("open", **driver_args)
 
     async def reset(self, url: str) -> None:
-        await _remote(self.host.reset, self.page_id, url)
+        await self._s.call("reset", self.page_id, url)
 
     async def observe(self, screenshot: bool = True) -> dict[str, Any]:
-        return await _remote(self.host.observe, self.page_id, screenshot)
+        return await self._s.call("observe", self.page_id, screenshot)
 
     async def act(self, action: Action) -> str:
-        return await _remote(self.host.act, self.page_id, action)
+        return await self._s.call("act", self.page_id, action)
+
+    async def act_and_observe(self, action: Action, screenshot: bool = True) -> tuple[str, dict[str, Any]]:
+        return await self._s.call("act_and_observe", self.page_id, action, screenshot)
 
     async def health(self) -> bool:
         try:
-            return bool(await _remote(self.host.health, self.page_id))
+            return bool(await self._s.call("health", self.page_id))
         except BackendError:
             return False
 
     async def close(self) -> None:
         if self.page_id:
             try:
-                await asyncio.wait_for(_remote(self.host.close_page, self.page_id), 5)
-            except Exception:  # the host may be gone; its pages went with it
+                await asyncio.wait_for(self._s.call("close_page", self.page_id), 5)
+            except Exception:  # the services may be gone; the page went with them
                 pass
 
 
 class RemoteApps:
     """A namespace of the node's AppServer (same interface as LocalApps)."""
 
-    def __init__(self, server: Any, apps: list[str]) -> None:
-        self.server = server
+    def __init__(self, node: Any, apps: list[str]) -> None:
+        self._s = _Service(node, "apps")
         self.wanted = apps
         self.ns = ""
         self.url = ""
         self.names: list[str] = []
 
     async def start(self) -> None:
-        info = await _remote(self.server.create, self.wanted)
+        info = await self._s.call("create", self.wanted)
         self.ns, self.url, self.names = info["ns"], info["url"], info["apps"]
 
     async def reset(self, seeds: dict[str, Any]) -> None:
-        await _remote(self.server.reset, self.ns, seeds)
+        await self._s.call("reset", self.ns, seeds)
 
     async def state(self) -> dict[str, Any]:
-        return await _remote(self.server.state, self.ns)
+        return await self._s.call("state", self.ns)
 
     async def close(self) -> None:
         if self.ns:
             try:
-                await asyncio.wait_for(_remote(self.server.close, self.ns), 5)
-            except Exception:  # the server may be gone; the namespace went with it
+                await asyncio.wait_for(self._s.call("close", self.ns), 5)
+            except Exception:  # the services may be gone; the namespace went with them
                 pass

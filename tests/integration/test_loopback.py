@@ -50,7 +50,7 @@ def test_every_listener_is_loopback(ray_local):
         socks = listening_sockets_of_our_tree()
         names = {n for n, _, _ in socks}
         assert any("raylet" in n or "gcs" in n for n in names), socks  # Ray's own servers were found
-        assert any("AppServer" in n for n in names), socks  # and the app server's ports
+        assert any("NodeServices" in n for n in names), socks  # and the app servers
         public = [s for s in socks if not is_loopback(s[1])]
         assert public == [], f"listening beyond loopback: {public}"
     finally:

@@ -73,10 +73,13 @@ class PageDriver:
         apps: list[str],
         settle_timeout_s: float = 10.0,
         wait_cap_s: float = 5.0,
+        fresh_context: bool = True,
     ) -> None:
         self.width, self.height, self.mobile = width, height, mobile
         self.base_url, self.apps = base_url, list(apps)
         self.settle_timeout_s, self.wait_cap_s = settle_timeout_s, wait_cap_s
+        self.fresh_context = fresh_context
+        self._browser: Browser | None = None
         self._context: BrowserContext | None = None
         self._page: Page | None = None
         self._cdp: CDPSession | None = None
@@ -84,8 +87,9 @@ class PageDriver:
         self._load_evt = asyncio.Event()
         self._crashed = False
 
-    async def open(self, browser: Browser) -> None:
-        """Opens the context and page on ``browser`` and shows the launcher."""
+    async def open(self, browser: Browser, url: str = "") -> None:
+        """Opens a fresh context and page on ``browser`` and shows ``url`` (default: the launcher)."""
+        self._browser = browser
         try:
             self._context = await browser.new_context(
                 viewport={"width": self.width, "height": self.height},
@@ -99,7 +103,7 @@ class PageDriver:
             self._cdp = await self._context.new_cdp_session(self._page)
             self._page.on("load", self._on_load)
             self._page.on("crash", self._on_crash)
-            await self._goto(f"{self.base_url}/")
+            await self._goto(url or f"{self.base_url}/")
         except PlaywrightError as exc:
             await self.close()
             raise BackendError(f"could not open a browser page: {exc}") from exc
@@ -153,8 +157,18 @@ class PageDriver:
 
     # -- operations -----------------------------------------------------------------------------------------
     async def reset(self, url: str) -> None:
-        """Clears cookies, opens ``url`` and wipes the history (navigate_back never reaches an old episode)."""
+        """Brings the page to ``url`` with nothing left of the previous episode.
+
+        ``fresh_context`` (the default): the old context is closed and a new one opened, so cookies, storage,
+        cache, history and the renderer process are all new; the renderer's memory also stays bounded
+        (reusing one page grew it from 22 to 42 MB over 30 episodes). Otherwise: cookies are cleared, the page
+        reloads ``url`` and the history is wiped (about 60 ms faster).
+        """
         self._require()
+        if self.fresh_context:
+            await self.close()
+            await self.open(self._browser, url)  # type: ignore[arg-type]
+            return
         try:
             await self._context.clear_cookies()  # type: ignore[union-attr]
             await self._goto(url)
@@ -166,8 +180,12 @@ class PageDriver:
         """``{"png", "a11y", "elements", "url", "title"}`` of the current screen."""
         page = self._require()
         try:
-            snap = await page.evaluate(_SNAPSHOT_JS)
-            snap["png"] = await self._screenshot() if screenshot else b""
+            if screenshot:  # the DOM pass and the compositor capture overlap
+                snap, png = await asyncio.gather(page.evaluate(_SNAPSHOT_JS), self._screenshot())
+                snap["png"] = png
+            else:
+                snap = await page.evaluate(_SNAPSHOT_JS)
+                snap["png"] = b""
         except PlaywrightError as exc:
             raise BackendError(f"observe failed: {exc}") from exc
         return snap
@@ -187,6 +205,11 @@ class PageDriver:
                     raise
                 await page.evaluate("new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)))")
         return await page.screenshot(type="png")
+
+    async def act_and_observe(self, action: Action, screenshot: bool = True) -> tuple[str, dict[str, Any]]:
+        """``act`` then ``observe`` in one call (one round trip for callers in another process)."""
+        error = await self.act(action)
+        return error, await self.observe(screenshot)
 
     async def health(self) -> bool:
         """True when the page answers within 3 s."""
@@ -331,6 +354,9 @@ class LocalPage:
 
     async def act(self, action: Action) -> str:
         return await self._d().act(action)
+
+    async def act_and_observe(self, action: Action, screenshot: bool = True) -> tuple[str, dict[str, Any]]:
+        return await self._d().act_and_observe(action, screenshot)
 
     async def health(self) -> bool:
         return self._driver is not None and await self._driver.health()

@@ -26,6 +26,9 @@ class PageHandle(Protocol):
     async def reset(self, url: str) -> None: ...
     async def observe(self, screenshot: bool = True) -> dict[str, Any]: ...
     async def act(self, action: Action) -> str: ...
+    async def act_and_observe(
+        self, action: Action, screenshot: bool = True
+    ) -> tuple[str, dict[str, Any]]: ...
     async def health(self) -> bool: ...
     async def close(self) -> None: ...
 
@@ -92,6 +95,7 @@ class WebBackend(Backend):
             apps=list(self.apps.names),
             settle_timeout_s=self.cfg.settle_timeout_s,
             wait_cap_s=self.cfg.wait_cap_s,
+            fresh_context=self.cfg.reset == "context",
         )
         self._started = True
 
@@ -103,7 +107,13 @@ class WebBackend(Backend):
         await self.page.reset(f"{self.apps.url}/{task.start_app}/" if task.start_app else f"{self.apps.url}/")
 
     async def observe(self) -> Observation:
-        snap = await self.page.observe(self.cfg.screenshot)
+        return self._observation(await self.page.observe(self.cfg.screenshot))
+
+    async def act_and_observe(self, action: Action) -> tuple[str, Observation]:
+        error, snap = await self.page.act_and_observe(action, self.cfg.screenshot)
+        return error, self._observation(snap)
+
+    def _observation(self, snap: dict[str, Any]) -> Observation:
         url: str = snap["url"]
         first = url.split("/")[3] if url.count("/") >= 3 else ""
         return Observation(

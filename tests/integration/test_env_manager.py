@@ -10,7 +10,14 @@ import time
 import pytest
 
 from maigym_ray.config import EnvManagerConfig, PoolConfig, WebBackendConfig
-from maigym_ray.errors import ConfigError, InfraError, LeaseError, TaskError
+from maigym_ray.errors import (
+    ConfigError,
+    EnvTimeoutError,
+    EnvUnavailableError,
+    InfraError,
+    LeaseError,
+    TaskError,
+)
 from maigym_ray.harness.episode import run_episode
 from maigym_ray.harness.policy import GoldenPolicy
 from maigym_ray.tasks.pool import TaskPool
@@ -165,3 +172,20 @@ async def test_recycling_and_metrics(manager):
     assert {"reset", "step", "evaluate", "request"} <= set(m["latency"])
     assert m["latency"]["reset"]["count"] >= 3 and m["latency"]["reset"]["p50_s"] > 0
     assert set(m["pools"]["web"]) >= {"idle", "busy", "starting", "size"}
+
+
+async def test_step_timeout_is_infra_error_and_instance_replaced(manager):
+    from maigym_ray.envs.lease import LeasedEnv
+
+    await wait_for(lambda: pool_idle(manager))
+    before = (await manager.metrics.remote())["counters"].get("replaced", 0)
+    (lease,) = await manager.request.remote(1, "web")
+    env = LeasedEnv(manager, lease, step_timeout_s=0.5)
+    await env.reset(TaskPool.builtin().get("mail-archive-invoice"))
+    with pytest.raises(EnvTimeoutError):
+        await env.step("wait(seconds=2)")
+    with pytest.raises(EnvUnavailableError):  # the lease now points at a replaced instance
+        await manager.observe.remote(lease)
+    await env.release()
+    assert (await manager.metrics.remote())["counters"]["replaced"] == before + 1
+    await wait_for(lambda: pool_idle(manager))

@@ -10,6 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from maigym_ray.errors import ConfigError
+from maigym_ray.harness.history import HistoryConfig
+from maigym_ray.harness.model_policy import SamplingConfig
+from maigym_ray.harness.prompt import PromptConfig
+from maigym_ray.policy.engine import EngineConfig
 
 BACKEND_KINDS = ("web", "android", "desktop")
 BROWSER_MODES = ("shared", "per_env")
@@ -84,6 +88,32 @@ class EnvManagerConfig:
     health_interval_s: float = 5.0
     #: how many times a failed instance start is retried before the pool reports it.
     start_retries: int = 3
+
+
+@dataclass
+class PolicyConfig:
+    """The policy that acts, and for model policies how prompts, history, sampling and engines are set up."""
+
+    #: "golden" (replays golden solutions), "random" (random clicks and typing), "engine" (vLLM engine
+    #: actors started by the run), "openai" (any OpenAI-compatible server).
+    kind: str = "golden"
+    #: seed of the random policy.
+    seed: int = 0
+    #: what an observation turn shows and the history strategy (K, O, k).
+    prompt: PromptConfig = field(default_factory=PromptConfig)
+    history: HistoryConfig = field(default_factory=HistoryConfig)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    #: engines of kind "engine" (one vLLM engine per actor).
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    num_engines: int = 1
+    #: "sticky" (every request of an episode to one engine) or "random".
+    router: str = "sticky"
+    #: kind "openai": the server's base URL (…/v1), model name and tokenizer directory ("" = engine.model).
+    openai_base_url: str = "http://127.0.0.1:8000/v1"
+    openai_model: str = ""
+
+
+POLICY_KINDS = ("golden", "random", "engine", "openai")
 
 
 @dataclass

@@ -24,10 +24,8 @@ from tqdm import tqdm
 
 import maigym_ray  # noqa: F401  (loopback Ray settings before ray is imported)
 from maigym_ray.cli.schema import EvalConfig, TasksConfig, register
-from maigym_ray.config import validate_manager_config
+from maigym_ray.config import POLICY_KINDS, check_choice, validate_manager_config
 from maigym_ray.errors import ConfigError
-from maigym_ray.harness.episode import run_episode
-from maigym_ray.harness.policy import GoldenPolicy, PolicyClient, RandomPolicy
 from maigym_ray.tasks.pool import TaskPool
 from maigym_ray.types import TaskSpec, Trajectory
 
@@ -60,15 +58,6 @@ def load_tasks(cfg: TasksConfig) -> TaskPool:
     pool = pool.filter(split=cfg.split or None, apps=cfg.apps or None)
     tasks = list(pool)
     return TaskPool(tasks[: cfg.limit] if cfg.limit else tasks)
-
-
-def make_policy(kind: str, seed: int) -> PolicyClient:
-    """The scripted policy named by ``kind``."""
-    if kind == "golden":
-        return GoldenPolicy()
-    if kind == "random":
-        return RandomPolicy(seed)
-    raise ConfigError(f"policy.kind={kind!r} is not valid; choose one of: golden, random")
 
 
 def result_row(
@@ -115,16 +104,17 @@ def success_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-async def evaluate(cfg: EvalConfig, out_dir: Path) -> dict[str, Any]:
-    """Runs the evaluation described by ``cfg``; returns the report."""
+async def evaluate(cfg: EvalConfig, out_dir: Path, on_trajectory: Any = None) -> dict[str, Any]:
+    """Runs the task pool through the rollout task with the configured policy and scores it; every
+    trajectory is also handed to ``on_trajectory`` (collection keeps them). Returns the report."""
     import ray
 
     from maigym_ray.cluster import init_ray
-    from maigym_ray.envs.lease import LeasedEnv
     from maigym_ray.envs.manager import EnvManager
+    from maigym_ray.rollout import rollout_task, start_engines
 
     validate_manager_config(cfg.env)
-    policy = make_policy(cfg.policy.kind, cfg.policy.seed)
+    check_choice("policy.kind", cfg.policy.kind, POLICY_KINDS)
     tasks = load_tasks(cfg.tasks)
     platforms = sorted({p.platform for p in cfg.env.pools.values()})
     work = [
@@ -139,8 +129,11 @@ async def evaluate(cfg: EvalConfig, out_dir: Path) -> dict[str, Any]:
     init_ray(cfg.ray)
     manager = ray.remote(EnvManager).options(num_cpus=0, max_concurrency=1000).remote(cfg.env, tasks)
     t0 = time.perf_counter()
-    await manager.start.remote(wait=True)
+    start = manager.start.remote(wait=True)
+    engines = start_engines(cfg.policy)  # engines and envs come up together
+    await start
     bringup = time.perf_counter() - t0
+    remote_rollout = ray.remote(rollout_task).options(num_cpus=0, max_retries=0)
 
     queue: asyncio.Queue[tuple[TaskSpec, str, int, int]] = asyncio.Queue()
     for t, plat, e in work:
@@ -152,11 +145,11 @@ async def evaluate(cfg: EvalConfig, out_dir: Path) -> dict[str, Any]:
         while not queue.empty():
             task, plat, e, attempt = queue.get_nowait()
             t_start = time.perf_counter()
-            env = await LeasedEnv.acquire(manager, plat, cfg.env.step_timeout_s)
-            try:
-                traj = await run_episode(env, task, policy)
-            finally:
-                await env.release()
+            traj = await remote_rollout.remote(
+                manager, task, plat, cfg.policy, engines, cfg.env.step_timeout_s
+            )
+            if on_trajectory is not None:
+                on_trajectory(traj)
             if traj.infra_failed and attempt < cfg.infra_retries:
                 queue.put_nowait((task, plat, e, attempt + 1))
                 continue
@@ -169,8 +162,12 @@ async def evaluate(cfg: EvalConfig, out_dir: Path) -> dict[str, Any]:
     bar.close()
     seconds = time.perf_counter() - t_run
     metrics = await manager.metrics.remote()
+    cache = [await e.prefix_cache_stats.remote() for e in engines]
     await manager.shutdown.remote()
     ray.kill(manager)
+    for e in engines:
+        await e.shutdown.remote()
+        ray.kill(e)
 
     out_dir.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pylist(rows, schema=RESULT_SCHEMA), out_dir / "results.parquet")
@@ -189,6 +186,9 @@ async def evaluate(cfg: EvalConfig, out_dir: Path) -> dict[str, Any]:
             / max(1, sum(1 for r in scored if r["platform"] == p))
             for p in platforms
         },
+        "prefix_cache_hit_rate": (sum(c["hits"] for c in cache) / max(1.0, sum(c["queries"] for c in cache)))
+        if cache
+        else None,
         "env_metrics": {
             "counters": metrics["counters"],
             "latency_p50_s": {k: v["p50_s"] for k, v in metrics["latency"].items()},

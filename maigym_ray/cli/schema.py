@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from hydra.core.config_store import ConfigStore
 
-from maigym_ray.config import EnvManagerConfig, RayConfig
+from maigym_ray.config import EnvManagerConfig, PolicyConfig, RayConfig
 
 
 @dataclass
@@ -25,16 +25,6 @@ class TasksConfig:
     apps: list[str] = field(default_factory=list)
     #: at most this many tasks (0 = all), taken in pool order.
     limit: int = 0
-
-
-@dataclass
-class PolicyConfig:
-    """The policy that acts."""
-
-    #: "golden" (replays each task's golden solution), "random" (random clicks and typing).
-    kind: str = "golden"
-    #: seed of the random policy.
-    seed: int = 0
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import Protocol
 
 from maigym_ray.errors import InfraError
 from maigym_ray.harness.actions import parse_action
-from maigym_ray.harness.policy import PolicyClient
+from maigym_ray.harness.policy import Decision, PolicyClient
 from maigym_ray.types import Action, Observation, Reward, StepResult, TaskSpec, Trajectory, Turn
 
 
@@ -39,22 +39,32 @@ async def run_episode(
     """Runs ``task`` to termination or ``task.max_steps`` and returns its Trajectory (never raises InfraError)."""
     episode_id = episode_id or uuid.uuid4().hex
     turns: list[Turn] = []
+    version = 0
     try:
         obs = await env.reset(task)
         for i in range(task.max_steps):
             t0 = time.perf_counter()
-            text = await policy.act(task, obs, i)
+            out = await policy.act(task, obs, i, episode_id)
+            d = out if isinstance(out, Decision) else Decision(out)
+            version = max(version, d.policy_version)
             t1 = time.perf_counter()
-            result = await env.step(text)
+            result = await env.step(d.text)
             t2 = time.perf_counter()
             turns.append(
                 Turn(
                     index=i,
-                    action_text=text,
-                    action=_parsed(text),
+                    action_text=d.text,
+                    action=_parsed(d.text),
                     parse_error=result.observation.last_action_error,
+                    prompt_ids=d.prompt_ids,
+                    response_ids=d.response_ids,
+                    logprobs=d.logprobs,
                     screenshot=obs.screenshot if keep_screenshots else b"",
-                    timings={"policy_s": t1 - t0, "env_s": t2 - t1},
+                    timings={
+                        "policy_s": t1 - t0,
+                        "env_s": t2 - t1,
+                        "cached_tokens": float(d.num_cached_tokens),
+                    },
                 )
             )
             obs = result.observation
@@ -70,5 +80,10 @@ async def run_episode(
             Reward(0.0, False, "infrastructure failure", infra_failed=True),
             infra_failed=True,
             error=f"{type(exc).__name__}: {str(exc).splitlines()[-1][:500]}",
+            policy_version=version,
         )
-    return Trajectory(episode_id, task.id, obs.platform, tuple(turns), reward)
+    finally:
+        end = getattr(policy, "end_episode", None)
+        if end is not None:
+            end(episode_id)
+    return Trajectory(episode_id, task.id, obs.platform, tuple(turns), reward, policy_version=version)

@@ -7,21 +7,37 @@ OpenAI-compatible server) implement the same protocol, so eval, collection and R
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Protocol
 
 from maigym_ray.types import Observation, TaskSpec
 
 
-class PolicyClient(Protocol):
-    """Given the task, the current observation and the step index, returns the next action as grammar text."""
+@dataclass(frozen=True)
+class Decision:
+    """A policy's step: the action text, and for model policies the exact ids and logprobs behind it."""
 
-    async def act(self, task: TaskSpec, observation: Observation, step: int) -> str: ...
+    text: str
+    prompt_ids: tuple[int, ...] = ()
+    response_ids: tuple[int, ...] = ()
+    logprobs: tuple[float, ...] = ()
+    num_cached_tokens: int = 0
+    policy_version: int = 0
+
+
+class PolicyClient(Protocol):
+    """Given the task, the current observation, the step index and the episode id, returns the next action
+    (grammar text, or a Decision carrying the tokens behind it)."""
+
+    async def act(
+        self, task: TaskSpec, observation: Observation, step: int, episode_id: str = ""
+    ) -> str | Decision: ...
 
 
 class GoldenPolicy:
     """Replays a task's golden solution, then terminates (a scripted upper bound and a validation tool)."""
 
-    async def act(self, task: TaskSpec, observation: Observation, step: int) -> str:
+    async def act(self, task: TaskSpec, observation: Observation, step: int, episode_id: str = "") -> str:
         return task.golden[step] if step < len(task.golden) else 'terminate(status="success")'
 
 
@@ -31,7 +47,7 @@ class RandomPolicy:
     def __init__(self, seed: int = 0) -> None:
         self.rng = random.Random(seed)
 
-    async def act(self, task: TaskSpec, observation: Observation, step: int) -> str:
+    async def act(self, task: TaskSpec, observation: Observation, step: int, episode_id: str = "") -> str:
         r = self.rng.random()
         textboxes = [e for e in observation.elements if e.role == "textbox"]
         if textboxes and r < 0.25:

@@ -116,10 +116,10 @@ async def test_killed_actor_mid_episode_is_infra_failure_and_replaced(manager, r
     env = await LeasedEnv.acquire(manager, "web")
 
     class KillMidway(GoldenPolicy):
-        async def act(self, task, observation, step):
+        async def act(self, task, observation, step, episode_id=""):
             if step == 3:
                 ray_local.kill(await manager.actor.remote(env.lease))
-            return await super().act(task, observation, step)
+            return await super().act(task, observation, step, episode_id)
 
     traj = await run_episode(env, task, KillMidway())
     await env.release()

@@ -1,0 +1,115 @@
+"""ModelPolicy: a PolicyClient that asks a generation engine, token-in / token-out.
+
+Per episode it keeps the header ids, every observation turn's ids and images, and the response ids the engine
+sampled. Each step's prompt is assembled by the history strategy from those segments, never re-tokenised, so
+with window-wise history the engine's prefix cache hits and training later sees exactly the sampled ids.
+The engine is anything with ``generate`` (the vLLM engine actor, an OpenAI-compatible client, a scripted fake).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from maigym_ray.harness.history import HistoryConfig, prompt_ids, prompt_images
+from maigym_ray.harness.policy import Decision
+from maigym_ray.harness.prompt import PromptBuilder
+from maigym_ray.types import Observation, TaskSpec
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """Sampling settings passed to the engine."""
+
+    #: 0 = greedy.
+    temperature: float = 1.0
+    top_p: float = 1.0
+    #: the longest reply, in tokens.
+    max_tokens: int = 64
+    #: None = unseeded.
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What an engine returns for one prompt."""
+
+    response_ids: tuple[int, ...]
+    logprobs: tuple[float, ...] = ()
+    num_cached_tokens: int = 0
+    policy_version: int = 0
+
+
+class Engine(Protocol):
+    """A generation engine: prompt ids (+ images) in, sampled ids and their logprobs out."""
+
+    async def generate(
+        self, prompt_ids: list[int], images: list[bytes], sampling: SamplingConfig, episode_id: str
+    ) -> Generation: ...
+
+
+@dataclass
+class _EpisodeTokens:
+    header: list[int]
+    obs: list[list[int]] = field(default_factory=list)
+    responses: list[list[int]] = field(default_factory=list)
+    images: list[list[bytes]] = field(default_factory=list)
+
+
+def action_text(reply: str) -> str:
+    """The part of a reply that should be the action (after the last ``Action:``, first line); the env
+    parses it strictly, so a malformed reply becomes a parse error the model reads next turn."""
+    tail = reply.rsplit("Action:", 1)[-1].strip()
+    return tail.split("\n", 1)[0].strip() if tail else reply.strip()
+
+
+class ModelPolicy:
+    """Builds prompts with ``builder`` and ``history``, asks ``engine``, decodes with ``decode``."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        builder: PromptBuilder,
+        decode: Callable[[list[int]], str],
+        history: HistoryConfig | None = None,
+        sampling: SamplingConfig | None = None,
+        max_episodes: int = 4096,
+    ) -> None:
+        self.engine = engine
+        self.builder = builder
+        self.decode = decode
+        self.history = history or HistoryConfig()
+        self.sampling = sampling or SamplingConfig()
+        self.max_episodes = max_episodes
+        self._episodes: OrderedDict[str, _EpisodeTokens] = OrderedDict()
+
+    async def act(
+        self, task: TaskSpec, observation: Observation, step: int, episode_id: str = ""
+    ) -> Decision:
+        if step == 0 or episode_id not in self._episodes:
+            self._episodes[episode_id] = _EpisodeTokens(self.builder.header_ids(task, observation.platform))
+            while len(self._episodes) > self.max_episodes:  # episodes that never finished cleanly
+                self._episodes.popitem(last=False)
+        ep = self._episodes[episode_id]
+        ep.obs.append(self.builder.observation_ids(observation, step))
+        ep.images.append(self.builder.images(observation))
+        ids = prompt_ids(ep.header, ep.obs, ep.responses, step, self.history)
+        gen = await self.engine.generate(
+            ids, prompt_images(ep.images, step, self.history), self.sampling, episode_id
+        )
+        ep.responses.append(list(gen.response_ids))
+        reply = self.decode(list(gen.response_ids))
+        return Decision(
+            action_text(reply),
+            tuple(ids),
+            gen.response_ids,
+            gen.logprobs,
+            gen.num_cached_tokens,
+            gen.policy_version,
+        )
+
+    def end_episode(self, episode_id: str) -> None:
+        """Forgets an episode's tokens."""
+        self._episodes.pop(episode_id, None)

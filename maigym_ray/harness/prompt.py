@@ -1,0 +1,111 @@
+"""The prompt builder: the system prompt with the action docs and the task, and one turn per observation.
+
+Everything is rendered to text and then tokenised one segment at a time: the header once per episode, each
+observation turn once, when it is first seen. ``history.prompt_ids`` only concatenates these segments with
+the response ids the engine sampled, so no token is ever re-tokenised. The chat markup is ChatML, the format
+of the tiny default models; a real model's own chat format can be given as a ``ChatFormat``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from maigym_ray.harness.actions import ACTIONS, PLATFORM_ACTIONS
+from maigym_ray.types import Observation, TaskSpec
+
+ACTION_DOCS: dict[str, str] = {
+    "click": 'click(id="ID") or click(x=X, y=Y): click or tap an element or a point',
+    "long_press": 'long_press(id="ID", duration_ms=800): press and hold',
+    "type": 'type(id="ID", text="...", enter=false): set a text field (without id: type at the caret)',
+    "scroll": 'scroll(direction="down", id="ID", amount=300): scroll the page or an element',
+    "swipe": "swipe(from_x=X, from_y=Y, to_x=X, to_y=Y): swipe with one finger",
+    "drag": 'drag(from_id="ID", to_id="ID") or drag(from_x=X, from_y=Y, to_x=X, to_y=Y)',
+    "key": 'key(key="Enter"): press a key',
+    "hotkey": 'hotkey(keys=["Control", "a"]): press keys together',
+    "open_app": 'open_app(name="mail"): open an app',
+    "navigate_back": "navigate_back(): go back one screen",
+    "navigate_home": "navigate_home(): go to the home screen with all apps",
+    "wait": "wait(seconds=1): wait for the screen to change",
+    "answer": 'answer(text="..."): give the answer the task asks for',
+    "terminate": 'terminate(status="success"): end the task ("success" or "failure")',
+}
+assert set(ACTION_DOCS) == set(ACTIONS), "every action of the grammar needs a doc line"
+
+
+@dataclass(frozen=True)
+class ChatFormat:
+    """Chat markup around system, user and assistant turns (ChatML by default)."""
+
+    system: str = "<|im_start|>system\n{text}<|im_end|>\n"
+    user: str = "<|im_start|>user\n{text}<|im_end|>\n"
+    assistant_open: str = "<|im_start|>assistant\n"
+    image: str = "<image>"
+
+
+@dataclass(frozen=True)
+class PromptConfig:
+    """What an observation turn shows the model."""
+
+    #: "a11y" (accessibility text), "screenshot" (the image only) or "both".
+    observation: str = "a11y"
+    #: the accessibility text is cut to this many characters (the model's context is finite).
+    max_a11y_chars: int = 3000
+
+    def __post_init__(self) -> None:
+        if self.observation not in ("a11y", "screenshot", "both"):
+            raise ValueError(f"observation={self.observation!r}: choose a11y, screenshot or both")
+
+
+class PromptBuilder:
+    """Renders and tokenises the episode header and observation turns. ``encode`` maps text to token ids
+    without adding special tokens (e.g. ``lambda s: tok.encode(s, add_special_tokens=False)``)."""
+
+    def __init__(
+        self,
+        encode: Callable[[str], list[int]],
+        cfg: PromptConfig | None = None,
+        chat: ChatFormat | None = None,
+    ) -> None:
+        self.encode = encode
+        self.cfg = cfg or PromptConfig()
+        self.chat = chat or ChatFormat()
+
+    def system_text(self, task: TaskSpec, platform: str) -> str:
+        """The system prompt: role, the platform's actions, the output format and the task."""
+        allowed = PLATFORM_ACTIONS.get(platform, frozenset(ACTIONS))
+        docs = "\n".join(f"- {ACTION_DOCS[name]}" for name in ACTIONS if name in allowed)
+        return (
+            f"You operate a {platform.replace('_', ' ')} device to complete a task.\n"
+            'Each turn shows the screen. Elements are listed as [id] role "name"; coordinates run 0-1000.\n'
+            f"Reply with exactly one action, one of:\n{docs}\n"
+            f"Task: {task.instruction}"
+        )
+
+    def header_ids(self, task: TaskSpec, platform: str) -> list[int]:
+        """Token ids of the episode header (the system turn)."""
+        return self.encode(self.chat.system.format(text=self.system_text(task, platform)))
+
+    def observation_text(self, obs: Observation, step: int) -> str:
+        """The user turn of one observation, followed by the assistant-turn opener."""
+        lines = [f"Step {step + 1}."]
+        if obs.last_action_error:
+            lines.append(f"Your last action failed: {obs.last_action_error}")
+        if self.cfg.observation in ("a11y", "both"):
+            text = (
+                obs.a11y
+                if len(obs.a11y) <= self.cfg.max_a11y_chars
+                else (obs.a11y[: self.cfg.max_a11y_chars] + "\n...")
+            )
+            lines.append(text)
+        if self.cfg.observation in ("screenshot", "both"):
+            lines.append(self.chat.image)
+        return self.chat.user.format(text="\n".join(lines)) + self.chat.assistant_open
+
+    def observation_ids(self, obs: Observation, step: int) -> list[int]:
+        """Token ids of one observation turn."""
+        return self.encode(self.observation_text(obs, step))
+
+    def images(self, obs: Observation) -> list[bytes]:
+        """The images one observation turn carries (its screenshot, when the config shows screenshots)."""
+        return [obs.screenshot] if self.cfg.observation in ("screenshot", "both") and obs.screenshot else []

@@ -1,0 +1,37 @@
+"""ScriptedEngine: an Engine whose replies come from a script instead of a model.
+
+It ships in the package (like the other fakes) so the token-in / token-out path can be exercised, and the
+env + harness measured, without a model: it encodes each scripted reply with the real tokenizer and reports
+how many prompt tokens a perfect per-episode prefix cache would have served.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from maigym_ray.harness.history import reusable_prefix
+from maigym_ray.harness.model_policy import Generation, SamplingConfig
+
+
+class ScriptedEngine:
+    """Replies ``script(episode_id, step)``, encoded with ``encode`` and followed by ``end_ids``."""
+
+    def __init__(
+        self,
+        script: Callable[[str, int], str],
+        encode: Callable[[str], list[int]],
+        end_ids: tuple[int, ...] = (),
+    ) -> None:
+        self.script = script
+        self.encode = encode
+        self.end_ids = end_ids
+        self._seen: dict[str, list[list[int]]] = {}
+
+    async def generate(
+        self, prompt_ids: list[int], images: list[bytes], sampling: SamplingConfig, episode_id: str
+    ) -> Generation:
+        earlier = self._seen.setdefault(episode_id, [])
+        ids = tuple(self.encode(self.script(episode_id, len(earlier))) + list(self.end_ids))
+        cached = reusable_prefix(prompt_ids, earlier)
+        earlier.append(list(prompt_ids) + list(ids))
+        return Generation(ids, tuple(0.0 for _ in ids), cached)

@@ -1,0 +1,185 @@
+"""Trajectory store: trajectories as Parquet part files that a run appends while it goes on.
+
+Layout: ``DIR/part-NNNNN.parquet``. Every ``flush`` closes one part file, so whatever a crashed run had
+flushed stays readable, and a reader never sees a half-written file (parts are written to a temp name and
+renamed). Schema, one row per episode::
+
+    episode_id string      task_id string      platform string     policy_version int64
+    reward float64         success bool        reason string
+    infra_failed bool      error string        num_steps int32
+    turns list<struct<
+        index int32, action_text string, parse_error string,
+        prompt_ids list<int32>, response_ids list<int32>, logprobs list<float32>,
+        screenshot binary (empty unless kept), policy_s float64, env_s float64,
+        cached_tokens int32 (prompt tokens the engine served from its prefix cache)>>
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from maigym_ray.harness.actions import parse_action
+from maigym_ray.types import Reward, Trajectory, Turn
+
+TURN = pa.struct(
+    [
+        ("index", pa.int32()),
+        ("action_text", pa.string()),
+        ("parse_error", pa.string()),
+        ("prompt_ids", pa.list_(pa.int32())),
+        ("response_ids", pa.list_(pa.int32())),
+        ("logprobs", pa.list_(pa.float32())),
+        ("screenshot", pa.binary()),
+        ("policy_s", pa.float64()),
+        ("env_s", pa.float64()),
+        ("cached_tokens", pa.int32()),
+    ]
+)
+SCHEMA = pa.schema(
+    [
+        ("episode_id", pa.string()),
+        ("task_id", pa.string()),
+        ("platform", pa.string()),
+        ("policy_version", pa.int64()),
+        ("reward", pa.float64()),
+        ("success", pa.bool_()),
+        ("reason", pa.string()),
+        ("infra_failed", pa.bool_()),
+        ("error", pa.string()),
+        ("num_steps", pa.int32()),
+        ("turns", pa.list_(TURN)),
+    ]
+)
+
+
+def to_row(t: Trajectory) -> dict[str, Any]:
+    """One Parquet row of a trajectory."""
+    return {
+        "episode_id": t.episode_id,
+        "task_id": t.task_id,
+        "platform": t.platform,
+        "policy_version": t.policy_version,
+        "reward": t.reward.value,
+        "success": t.reward.success,
+        "reason": t.reward.reason,
+        "infra_failed": t.infra_failed,
+        "error": t.error,
+        "num_steps": len(t.turns),
+        "turns": [
+            {
+                "index": u.index,
+                "action_text": u.action_text,
+                "parse_error": u.parse_error,
+                "prompt_ids": list(u.prompt_ids),
+                "response_ids": list(u.response_ids),
+                "logprobs": list(u.logprobs),
+                "screenshot": u.screenshot,
+                "policy_s": u.timings.get("policy_s", 0.0),
+                "env_s": u.timings.get("env_s", 0.0),
+                "cached_tokens": int(u.timings.get("cached_tokens", 0)),
+            }
+            for u in t.turns
+        ],
+    }
+
+
+def _action(text: str) -> Any:
+    try:
+        return parse_action(text)
+    except Exception:  # a stored mistake stays a mistake: no action
+        return None
+
+
+def from_row(r: dict[str, Any]) -> Trajectory:
+    """The Trajectory of one Parquet row."""
+    turns = tuple(
+        Turn(
+            index=u["index"],
+            action_text=u["action_text"],
+            action=_action(u["action_text"]),
+            parse_error=u["parse_error"],
+            prompt_ids=tuple(u["prompt_ids"]),
+            response_ids=tuple(u["response_ids"]),
+            logprobs=tuple(u["logprobs"]),
+            screenshot=u["screenshot"] or b"",
+            timings={
+                "policy_s": u["policy_s"],
+                "env_s": u["env_s"],
+                "cached_tokens": float(u["cached_tokens"]),
+            },
+        )
+        for u in r["turns"]
+    )
+    reward = Reward(r["reward"], r["success"], r["reason"], infra_failed=r["infra_failed"])
+    return Trajectory(
+        r["episode_id"],
+        r["task_id"],
+        r["platform"],
+        turns,
+        reward,
+        r["infra_failed"],
+        r["error"],
+        r["policy_version"],
+    )
+
+
+class TrajectoryWriter:
+    """Buffers trajectories and writes them as a new part file on every ``flush`` (and on ``close``)."""
+
+    def __init__(self, directory: str | Path, flush_every: int = 64) -> None:
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.flush_every = flush_every
+        self._buffer: list[dict[str, Any]] = []
+        self._next = len(list(self.dir.glob("part-*.parquet")))  # appending to an existing store
+        self.written = 0
+
+    def write(self, traj: Trajectory) -> None:
+        """Adds one trajectory; flushes when the buffer is full."""
+        self._buffer.append(to_row(traj))
+        if len(self._buffer) >= self.flush_every:
+            self.flush()
+
+    def flush(self) -> Path | None:
+        """Writes the buffered trajectories as one part file; returns its path (None when empty)."""
+        if not self._buffer:
+            return None
+        path = self.dir / f"part-{self._next:05d}.parquet"
+        tmp = path.with_suffix(".parquet.tmp")
+        pq.write_table(pa.Table.from_pylist(self._buffer, schema=SCHEMA), tmp)
+        os.replace(tmp, path)
+        self._next += 1
+        self.written += len(self._buffer)
+        self._buffer = []
+        return path
+
+    def close(self) -> None:
+        """Flushes what is left."""
+        self.flush()
+
+    def __enter__(self) -> TrajectoryWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def load_trajectories(directory: str | Path) -> Iterator[Trajectory]:
+    """Every trajectory of a store, part by part, in write order."""
+    for part in sorted(Path(directory).glob("part-*.parquet")):
+        for row in pq.read_table(part, schema=SCHEMA).to_pylist():
+            yield from_row(row)
+
+
+def write_all(directory: str | Path, trajectories: Iterable[Trajectory]) -> int:
+    """Writes ``trajectories`` as one part; returns how many."""
+    with TrajectoryWriter(directory, flush_every=1 << 30) as w:
+        for t in trajectories:
+            w.write(t)
+    return w.written

@@ -1,0 +1,167 @@
+"""EngineActor: vLLM's async engine inside a Ray actor, token-in / token-out, with prefix caching on.
+
+``generate`` takes prompt token ids (plus screenshots as PNG bytes) and returns the sampled ids, their
+logprobs and how many prompt tokens vLLM served from its prefix cache. The actor also exposes vLLM's own
+prefix-cache counters (``vllm:prefix_cache_queries`` / ``vllm:prefix_cache_hits``), read from the engine's
+Prometheus registry in this process.
+
+CPU notes (DESIGN.md §10): the CPU attention backend needs a block size that is a multiple of 32, and prefix
+caching hits whole blocks only, so ``block_size=32``. The KV cache is sized with ``VLLM_CPU_KVCACHE_SPACE``
+(GiB). Images are downscaled here, the same way every time, because vLLM hashes an image before its own
+resizing: identical screens must reach it as identical images. An image prompt carries ONE unexpanded
+placeholder per image and vLLM expands it.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from maigym_ray.harness.model_policy import Generation, SamplingConfig
+
+
+@dataclass
+class EngineConfig:
+    """One vLLM engine."""
+
+    #: a model directory, or "tiny-text" / "tiny-vl" for the deterministic tiny models (built on first use).
+    model: str = "tiny-text"
+    #: the longest prompt + reply, in tokens.
+    max_model_len: int = 8192
+    #: KV-cache block size (a multiple of 32 on CPU; prefix caching hits whole blocks).
+    block_size: int = 32
+    #: KV-cache size in GiB on CPU (VLLM_CPU_KVCACHE_SPACE).
+    cpu_kv_cache_gb: float = 1.0
+    #: GPU memory fraction (GPU only).
+    gpu_memory_utilization: float = 0.85
+    #: images one prompt may carry (window-wise history keeps one per step of the window).
+    max_images: int = 10
+    #: longest edge images are downscaled to before they reach the engine.
+    image_longest_edge: int = 448
+    #: skip CUDA graphs / compilation (fast start; required on CPU).
+    enforce_eager: bool = True
+    #: requests the engine batches at once.
+    max_num_seqs: int = 32
+    #: engine seed.
+    seed: int = 0
+
+
+def resolve_model(model: str) -> str:
+    """A model directory for ``model`` (building the tiny defaults on first use)."""
+    if model in ("tiny-text", "tiny-vl"):
+        from maigym_ray.policy.tiny_models import default_model_dir
+
+        return str(default_model_dir("text" if model == "tiny-text" else "vl"))
+    return model
+
+
+def downscale_png(png: bytes, longest_edge: int) -> Any:
+    """PNG bytes -> an RGB PIL image whose longest edge is at most ``longest_edge`` (deterministic)."""
+    from PIL import Image
+
+    img = Image.open(io.BytesIO(png)).convert("RGB")
+    scale = longest_edge / max(img.size)
+    if scale < 1:
+        img = img.resize((max(1, round(img.width * scale)), max(1, round(img.height * scale))), Image.BICUBIC)
+    return img
+
+
+class EngineActor:
+    """One vLLM AsyncLLM. Create with ``ray.remote(EngineActor).options(...)``, then call ``start``."""
+
+    def __init__(self, cfg: EngineConfig, engine_id: int = 0) -> None:
+        self.cfg = cfg
+        self.engine_id = engine_id
+        self.engine: Any = None
+        self.version = 0
+        self.model_dir = ""
+
+    async def start(self) -> dict[str, Any]:
+        """Starts the engine (about 25 s on CPU); returns the model directory and the start time."""
+        if self.engine is not None:
+            return {"model": self.model_dir, "start_s": 0.0}
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(self.cfg.cpu_kv_cache_gb))
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        t0 = time.perf_counter()
+        self.model_dir = resolve_model(self.cfg.model)
+        args = AsyncEngineArgs(
+            model=self.model_dir,
+            tokenizer=self.model_dir,
+            enable_prefix_caching=True,
+            block_size=self.cfg.block_size,
+            max_model_len=self.cfg.max_model_len,
+            enforce_eager=self.cfg.enforce_eager,
+            max_num_seqs=self.cfg.max_num_seqs,
+            seed=self.cfg.seed,
+            disable_log_stats=False,
+            gpu_memory_utilization=self.cfg.gpu_memory_utilization,
+            limit_mm_per_prompt={"image": self.cfg.max_images} if self._is_vl() else None,
+            skip_mm_profiling=self._is_vl(),
+        )
+        self.engine = AsyncLLM.from_engine_args(args)
+        return {"model": self.model_dir, "start_s": time.perf_counter() - t0}
+
+    def _is_vl(self) -> bool:
+        import json
+        from pathlib import Path
+
+        cfg = json.loads((Path(resolve_model(self.cfg.model)) / "config.json").read_text())
+        return "vision_config" in cfg
+
+    async def generate(
+        self, prompt_ids: list[int], images: list[bytes], sampling: SamplingConfig, episode_id: str
+    ) -> Generation:
+        """Samples a reply to ``prompt_ids`` (with ``images``); returns ids, logprobs and cached-token count."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        params = SamplingParams(
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            max_tokens=sampling.max_tokens,
+            seed=sampling.seed,
+            logprobs=0,
+            detokenize=False,
+        )
+        prompt: dict[str, Any] = {"prompt_token_ids": list(prompt_ids)}
+        if images:
+            prompt["multi_modal_data"] = {
+                "image": [downscale_png(p, self.cfg.image_longest_edge) for p in images]
+            }
+        final = None
+        async for out in self.engine.generate(
+            TokensPrompt(**prompt), params, request_id=f"{episode_id}-{uuid.uuid4().hex[:8]}"
+        ):
+            final = out
+        assert final is not None
+        o = final.outputs[0]
+        logprobs = tuple(
+            float(lp[tok].logprob) for tok, lp in zip(o.token_ids, o.logprobs or [], strict=False)
+        )
+        return Generation(tuple(o.token_ids), logprobs, int(final.num_cached_tokens or 0), self.version)
+
+    async def prefix_cache_stats(self) -> dict[str, float]:
+        """vLLM's own prefix-cache counters of this engine: queries and hits (in tokens)."""
+        from vllm.v1.metrics.reader import Counter, get_metrics_snapshot
+
+        out = {"queries": 0.0, "hits": 0.0}
+        for m in get_metrics_snapshot():
+            if isinstance(m, Counter) and m.name in ("vllm:prefix_cache_queries", "vllm:prefix_cache_hits"):
+                out["queries" if m.name.endswith("queries") else "hits"] += float(m.value)
+        return out
+
+    async def reset_prefix_cache(self) -> None:
+        """Drops every cached prefix (after a weight update, entries made with older weights are stale)."""
+        await self.engine.reset_prefix_cache()
+
+    async def shutdown(self) -> None:
+        """Stops the engine and its engine-core process."""
+        if self.engine is not None:
+            self.engine.shutdown()
+            self.engine = None

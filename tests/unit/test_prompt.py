@@ -1,0 +1,72 @@
+"""The prompt builder: action docs per platform, observation turns, and exact segment tokenisation."""
+
+from __future__ import annotations
+
+import pytest
+
+from maigym_ray.errors import ActionParseError
+from maigym_ray.harness.actions import extract_action
+from maigym_ray.harness.prompt import ACTION_DOCS, PromptBuilder, PromptConfig
+from maigym_ray.types import Action, Observation, TaskSpec
+
+pytestmark = pytest.mark.unit
+
+TASK = TaskSpec(id="t", instruction="Archive Carol's email.", apps=("mail",))
+
+
+def char_encode(text: str) -> list[int]:
+    return [ord(c) for c in text]
+
+
+def obs(a11y: str = '[msg-m1] link "Invoice"', error: str = "", png: bytes = b"\x89PNG") -> Observation:
+    return Observation("web", png, 1024, 768, a11y, last_action_error=error)
+
+
+def test_system_prompt_lists_only_the_platforms_actions_and_the_task():
+    b = PromptBuilder(char_encode)
+    web, mobile = b.system_text(TASK, "web"), b.system_text(TASK, "mobile_web")
+    assert "swipe(" not in web and "hotkey(" in web
+    assert "swipe(" in mobile and "hotkey(" not in mobile
+    assert "Task: Archive Carol's email." in web
+    assert "".join(map(chr, b.header_ids(TASK, "web"))).startswith("<|im_start|>system\n")
+    assert len(ACTION_DOCS) == 14
+
+
+def test_observation_turn_carries_error_text_and_image_placeholder():
+    b = PromptBuilder(char_encode, PromptConfig(observation="both", max_a11y_chars=10))
+    text = b.observation_text(obs(a11y="x" * 50, error="no visible element"), step=2)
+    assert text.startswith("<|im_start|>user\nStep 3.\nYour last action failed: no visible element\n")
+    assert "x" * 10 + "\n..." in text and "x" * 11 not in text
+    assert "<image>" in text and text.endswith("<|im_end|>\n<|im_start|>assistant\n")
+    assert b.images(obs()) == [b"\x89PNG"]
+    a11y_only = PromptBuilder(char_encode)
+    assert "<image>" not in a11y_only.observation_text(obs(), 0) and a11y_only.images(obs()) == []
+    assert b.observation_ids(obs(), 0) == char_encode(b.observation_text(obs(), 0))
+
+
+def test_bad_prompt_config():
+    with pytest.raises(ValueError):
+        PromptConfig(observation="video")
+
+
+@pytest.mark.parametrize(
+    ("reply", "action"),
+    [
+        ('click(id="msg-m1")', Action("click", {"id": "msg-m1"})),
+        ('I should open it.\nAction: click(id="msg-m1")\n', Action("click", {"id": "msg-m1"})),
+        (
+            'Action: answer(text="Aurora")<|im_end|>'.replace("<|im_end|>", ""),
+            Action("answer", {"text": "Aurora"}),
+        ),
+    ],
+)
+def test_extract_action(reply, action):
+    assert extract_action(reply) == action
+
+
+@pytest.mark.parametrize(
+    "reply", ["", "Action:", "I think we are done", "Action: rm -rf /", 'Action: click(id="a") extra']
+)
+def test_extract_action_rejects(reply):
+    with pytest.raises(ActionParseError):
+        extract_action(reply)

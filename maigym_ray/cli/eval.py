@@ -104,7 +104,9 @@ def success_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-async def evaluate(cfg: EvalConfig, out_dir: Path, on_trajectory: Any = None) -> dict[str, Any]:
+async def evaluate(
+    cfg: EvalConfig, out_dir: Path, on_trajectory: Any = None, keep_screenshots: bool = False
+) -> dict[str, Any]:
     """Runs the task pool through the rollout task with the configured policy and scores it; every
     trajectory is also handed to ``on_trajectory`` (collection keeps them). Returns the report."""
     import ray
@@ -146,7 +148,7 @@ async def evaluate(cfg: EvalConfig, out_dir: Path, on_trajectory: Any = None) ->
             task, plat, e, attempt = queue.get_nowait()
             t_start = time.perf_counter()
             traj = await remote_rollout.remote(
-                manager, task, plat, cfg.policy, engines, cfg.env.step_timeout_s
+                manager, task, plat, cfg.policy, engines, cfg.env.step_timeout_s, keep_screenshots
             )
             if on_trajectory is not None:
                 on_trajectory(traj)

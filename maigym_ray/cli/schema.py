@@ -58,7 +58,19 @@ class EvalConfig:
     name: str = "eval"
 
 
+@dataclass
+class CollectConfig(EvalConfig):
+    """``python -m maigym_ray.cli.collect``: the eval run, keeping every trajectory as Parquet."""
+
+    #: keep each step's screenshot in the stored trajectories (large).
+    keep_screenshots: bool = False
+    #: trajectories per Parquet part file.
+    flush_every: int = 64
+    name: str = "collect"
+
+
 def register() -> None:
     """Registers the schemas so ``conf/*.yaml`` can name them in their defaults lists."""
     cs = ConfigStore.instance()
     cs.store(name="eval_schema", node=EvalConfig)
+    cs.store(name="collect_schema", node=CollectConfig)

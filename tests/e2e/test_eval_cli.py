@@ -54,3 +54,33 @@ def test_eval_random_policy_scores_low_and_bad_config_fails_clearly(tmp_path):
     assert len(rows) == 3 and sum(r["success"] for r in rows) <= 1
     bad = _run(tmp_path / "bad", "policy.kind=genius", "wandb.mode=disabled")
     assert bad.returncode != 0 and "choose one of: golden, random" in bad.stderr
+
+
+def test_collect_keeps_trajectories(tmp_path):
+    from maigym_ray.harness.trajectory_store import load_trajectories
+
+    cmd = [
+        sys.executable,
+        "-m",
+        "maigym_ray.cli.collect",
+        "experiment=debug",
+        "wandb.mode=disabled",
+        "tasks.apps=[calendar]",
+        "tasks.limit=2",
+        "concurrency=2",
+        "env.pools.web.target_size=2",
+        "keep_screenshots=true",
+        f"output_dir={tmp_path}",
+        f"hydra.run.dir={tmp_path}/hydra",
+    ]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trajs = list(load_trajectories(tmp_path / "trajectories"))
+    assert len(trajs) == 2 and all(t.reward.success for t in trajs)
+    assert all(u.screenshot.startswith(b"\x89PNG") for t in trajs for u in t.turns)
+    from maigym_ray.tasks.pool import TaskPool
+
+    pool = TaskPool.builtin()
+    for t in trajs:  # the stored actions are the golden solution that was played
+        golden = list(pool.get(t.task_id).golden)
+        assert [u.action_text for u in t.turns][: len(golden)] == golden

@@ -1,0 +1,72 @@
+"""OpenAIEngine against a local server that speaks the OpenAI completions protocol."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from aiohttp import web
+
+from maigym_ray.errors import ConfigError, InfraError
+from maigym_ray.harness.model_policy import SamplingConfig
+from maigym_ray.policy.openai_client import OpenAIEngine
+
+pytestmark = pytest.mark.unit
+
+
+class CharTokenizer:
+    def encode(self, text: str, add_special_tokens: bool = False) -> SimpleNamespace:
+        return SimpleNamespace(ids=[ord(c) for c in text])
+
+
+@pytest.fixture
+async def server():
+    seen: list[dict] = []
+
+    async def completions(request: web.Request) -> web.Response:
+        body = await request.json()
+        seen.append({"body": body, "auth": request.headers.get("Authorization", "")})
+        if body["model"] == "broken":
+            return web.Response(status=500, text="boom")
+        return web.json_response(
+            {
+                "choices": [{"text": 'click(id="a")', "logprobs": {"token_logprobs": [-0.1, -0.2, None]}}],
+                "usage": {
+                    "prompt_tokens": len(body["prompt"]),
+                    "prompt_tokens_details": {"cached_tokens": 32},
+                },
+            }
+        )
+
+    app = web.Application()
+    app.router.add_post("/v1/completions", completions)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    yield f"http://127.0.0.1:{port}/v1", seen
+    await runner.cleanup()
+
+
+async def test_completion_with_token_prompt(server):
+    url, seen = server
+    engine = OpenAIEngine(url, "tiny", CharTokenizer(), api_key="k")
+    gen = await engine.generate([1, 2, 3], [], SamplingConfig(temperature=0.5, max_tokens=7, seed=3), "ep1")
+    assert gen.response_ids == tuple(ord(c) for c in 'click(id="a")')
+    assert gen.logprobs == (-0.1, -0.2) and gen.num_cached_tokens == 32
+    body = seen[0]["body"]
+    assert body["prompt"] == [1, 2, 3] and body["max_tokens"] == 7 and body["seed"] == 3
+    assert body["temperature"] == 0.5 and seen[0]["auth"] == "Bearer k"
+
+
+async def test_server_errors_are_infra_errors_and_images_are_refused(server):
+    url, _ = server
+    with pytest.raises(InfraError, match="500"):
+        await OpenAIEngine(url, "broken", CharTokenizer()).generate([1], [], SamplingConfig(), "e")
+    with pytest.raises(InfraError, match="unreachable"):
+        await OpenAIEngine("http://127.0.0.1:9/v1", "m", CharTokenizer(), timeout_s=2).generate(
+            [1], [], SamplingConfig(), "e"
+        )
+    with pytest.raises(ConfigError):
+        await OpenAIEngine(url, "m", CharTokenizer()).generate([1], [b"png"], SamplingConfig(), "e")

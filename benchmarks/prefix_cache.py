@@ -85,21 +85,22 @@ async def run(manager, engines, tasks, policy: PolicyConfig, concurrency: int) -
 
 
 async def main_async(args: argparse.Namespace) -> dict:
-    n_tasks, max_steps = (6, 20) if args.quick else (18, 30)
+    n_tasks, max_steps = (6, 20) if args.quick else (12, 30)
     tasks = [dataclasses.replace(t, max_steps=max_steps) for t in list(TaskPool.builtin())[:n_tasks]]
     concurrency = 3
     env_cfg = EnvManagerConfig(pools={"web": PoolConfig(target_size=concurrency, max_size=concurrency)})
     manager = (
         ray.remote(EnvManager).options(num_cpus=0, max_concurrency=1000).remote(env_cfg, TaskPool(tasks))
     )
-    engine_cfg = EngineConfig(model=args.model, max_model_len=16384, cpu_kv_cache_gb=2.0)
+    engine_cfg = EngineConfig(model=args.model, max_model_len=16384, cpu_kv_cache_gb=2)
     env_vars = {"VLLM_CPU_KVCACHE_SPACE": str(engine_cfg.cpu_kv_cache_gb)}
     engines = [
         ray.remote(EngineActor).options(num_cpus=0, runtime_env={"env_vars": env_vars}).remote(engine_cfg, i)
         for i in range(2)
     ]
     await asyncio.gather(manager.start.remote(wait=True), *(e.start.remote() for e in engines))
-    sampling = SamplingConfig(temperature=1.0, max_tokens=48, seed=1234)
+    # 64 tokens: room for a short thought and the action, the shape of a real agent reply
+    sampling = SamplingConfig(temperature=1.0, max_tokens=64, seed=1234)
     base = PolicyConfig(kind="engine", engine=engine_cfg, sampling=sampling)
     window = dataclasses.replace(base, history=HistoryConfig("window", 10, 2))
     step = dataclasses.replace(base, history=HistoryConfig("step", last_k=5))

@@ -24,6 +24,10 @@ class ActionParseError(MaigymError):
     """Model output does not parse in the action grammar. The message is written for the model to read."""
 
 
+class ContextOverflowError(MaigymError):
+    """A prompt no longer fits the model's context: the episode ends there and is scored as it stands."""
+
+
 class UnsupportedActionError(MaigymError):
     """A well-formed action that the platform of this environment does not support."""
 

@@ -12,7 +12,7 @@ import time
 import uuid
 from typing import Protocol
 
-from maigym_ray.errors import InfraError
+from maigym_ray.errors import ContextOverflowError, InfraError
 from maigym_ray.harness.actions import parse_action
 from maigym_ray.harness.policy import Decision, PolicyClient
 from maigym_ray.types import Action, Observation, Reward, StepResult, TaskSpec, Trajectory, Turn
@@ -40,11 +40,16 @@ async def run_episode(
     episode_id = episode_id or uuid.uuid4().hex
     turns: list[Turn] = []
     version = 0
+    overflow = ""
     try:
         obs = await env.reset(task)
         for i in range(task.max_steps):
             t0 = time.perf_counter()
-            out = await policy.act(task, obs, i, episode_id)
+            try:
+                out = await policy.act(task, obs, i, episode_id)
+            except ContextOverflowError as exc:  # the model cannot read more: score the episode as it stands
+                overflow = str(exc)
+                break
             d = out if isinstance(out, Decision) else Decision(out)
             version = max(version, d.policy_version)
             t1 = time.perf_counter()
@@ -86,4 +91,6 @@ async def run_episode(
         end = getattr(policy, "end_episode", None)
         if end is not None:
             end(episode_id)
-    return Trajectory(episode_id, task.id, obs.platform, tuple(turns), reward, policy_version=version)
+    return Trajectory(
+        episode_id, task.id, obs.platform, tuple(turns), reward, error=overflow, policy_version=version
+    )

@@ -21,7 +21,7 @@ from typing import Literal
 Strategy = Literal["window", "step"]
 
 
-@dataclass(frozen=True)
+@dataclass
 class HistoryConfig:
     """Which history strategy and its sizes."""
 

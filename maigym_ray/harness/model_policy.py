@@ -19,7 +19,7 @@ from maigym_ray.harness.prompt import PromptBuilder
 from maigym_ray.types import Observation, TaskSpec
 
 
-@dataclass(frozen=True)
+@dataclass
 class SamplingConfig:
     """Sampling settings passed to the engine."""
 
@@ -28,7 +28,8 @@ class SamplingConfig:
     top_p: float = 1.0
     #: the longest reply, in tokens.
     max_tokens: int = 64
-    #: None = unseeded.
+    #: per-request seed; None = unseeded. On vLLM CPU it is ignored (the engine seed applies): per-request
+    #: seeds crash vLLM's CPU sampler in batches.
     seed: int | None = None
 
 

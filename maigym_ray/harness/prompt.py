@@ -43,7 +43,7 @@ class ChatFormat:
     image: str = "<image>"
 
 
-@dataclass(frozen=True)
+@dataclass
 class PromptConfig:
     """What an observation turn shows the model."""
 

@@ -21,6 +21,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from maigym_ray.errors import ContextOverflowError, InfraError
 from maigym_ray.harness.model_policy import Generation, SamplingConfig
 
 
@@ -31,11 +32,11 @@ class EngineConfig:
     #: a model directory, or "tiny-text" / "tiny-vl" for the deterministic tiny models (built on first use).
     model: str = "tiny-text"
     #: the longest prompt + reply, in tokens.
-    max_model_len: int = 8192
+    max_model_len: int = 16384
     #: KV-cache block size (a multiple of 32 on CPU; prefix caching hits whole blocks).
     block_size: int = 32
-    #: KV-cache size in GiB on CPU (VLLM_CPU_KVCACHE_SPACE).
-    cpu_kv_cache_gb: float = 1.0
+    #: KV-cache size in whole GiB on CPU (VLLM_CPU_KVCACHE_SPACE takes an integer).
+    cpu_kv_cache_gb: int = 1
     #: GPU memory fraction (GPU only).
     gpu_memory_utilization: float = 0.85
     #: images one prompt may carry (window-wise history keeps one per step of the window).
@@ -48,6 +49,9 @@ class EngineConfig:
     max_num_seqs: int = 32
     #: engine seed.
     seed: int = 0
+    #: weight dtype; "" = float32 for the tiny models (so the engine matches transformers exactly; vLLM
+    #: would downcast them to bfloat16) and "auto" for everything else.
+    dtype: str = ""
 
 
 def resolve_model(model: str) -> str:
@@ -79,6 +83,7 @@ class EngineActor:
         self.engine: Any = None
         self.version = 0
         self.model_dir = ""
+        self._cpu = False
 
     async def start(self) -> dict[str, Any]:
         """Starts the engine (about 25 s on CPU); returns the model directory and the start time."""
@@ -101,10 +106,16 @@ class EngineActor:
             seed=self.cfg.seed,
             disable_log_stats=False,
             gpu_memory_utilization=self.cfg.gpu_memory_utilization,
+            dtype=self.cfg.dtype or ("float32" if self.cfg.model.startswith("tiny-") else "auto"),
             limit_mm_per_prompt={"image": self.cfg.max_images} if self._is_vl() else None,
             skip_mm_profiling=self._is_vl(),
         )
         self.engine = AsyncLLM.from_engine_args(args)
+        from vllm.platforms import current_platform
+
+        # vLLM's CPU sampler crashes the engine on per-request seeds in a batch ("CPU Generator does not use
+        # offset"), so on CPU sampling is seeded by the engine seed alone.
+        self._cpu = current_platform.is_cpu()
         return {"model": self.model_dir, "start_s": time.perf_counter() - t0}
 
     def _is_vl(self) -> bool:
@@ -120,12 +131,18 @@ class EngineActor:
         """Samples a reply to ``prompt_ids`` (with ``images``); returns ids, logprobs and cached-token count."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
+        from vllm.v1.engine.exceptions import EngineDeadError
 
+        if len(prompt_ids) + sampling.max_tokens > self.cfg.max_model_len:
+            raise ContextOverflowError(
+                f"prompt of {len(prompt_ids)} tokens + {sampling.max_tokens} to generate exceeds "
+                f"max_model_len={self.cfg.max_model_len}"
+            )
         params = SamplingParams(
             temperature=sampling.temperature,
             top_p=sampling.top_p,
             max_tokens=sampling.max_tokens,
-            seed=sampling.seed,
+            seed=None if self._cpu else sampling.seed,
             logprobs=0,
             detokenize=False,
         )
@@ -135,10 +152,13 @@ class EngineActor:
                 "image": [downscale_png(p, self.cfg.image_longest_edge) for p in images]
             }
         final = None
-        async for out in self.engine.generate(
-            TokensPrompt(**prompt), params, request_id=f"{episode_id}-{uuid.uuid4().hex[:8]}"
-        ):
-            final = out
+        try:
+            async for out in self.engine.generate(
+                TokensPrompt(**prompt), params, request_id=f"{episode_id}-{uuid.uuid4().hex[:8]}"
+            ):
+                final = out
+        except EngineDeadError as exc:  # the engine must be restarted: an infrastructure failure, not a 0
+            raise InfraError(f"engine {self.engine_id} died: {exc}") from exc
         assert final is not None
         o = final.outputs[0]
         logprobs = tuple(

@@ -84,3 +84,23 @@ def test_collect_keeps_trajectories(tmp_path):
     for t in trajs:  # the stored actions are the golden solution that was played
         golden = list(pool.get(t.task_id).golden)
         assert [u.action_text for u in t.turns][: len(golden)] == golden
+
+
+@pytest.mark.engine
+def test_eval_with_the_real_engine_on_two_tasks(tmp_path):
+    proc = _run(
+        tmp_path,
+        "policy.kind=engine",
+        "tasks.apps=[contacts]",
+        "tasks.limit=2",
+        "concurrency=2",
+        "env.pools.web.target_size=2",
+        "policy.sampling.max_tokens=24",
+        "wandb.mode=disabled",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = pq.read_table(tmp_path / "results.parquet").to_pylist()
+    assert len(rows) == 2 and not any(r["infra_failed"] for r in rows)
+    assert all(r["steps"] >= 1 for r in rows)  # a random-init model mostly writes unparsable actions
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["policy"] == "engine" and 0.0 < report["prefix_cache_hit_rate"] <= 1.0

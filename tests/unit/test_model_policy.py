@@ -95,3 +95,20 @@ async def test_step_wise_history_changes_prefix_every_step_past_k():
 def test_action_text_takes_the_last_action_line():
     assert action_text('think\nAction: click(id="a")\nmore') == 'click(id="a")'
     assert action_text("  wait()  ") == "wait()"
+
+
+async def test_context_overflow_ends_the_episode_and_scores_it():
+    from maigym_ray.errors import ContextOverflowError
+
+    class SmallEngine(ScriptedEngine):
+        async def generate(self, prompt_ids, images, sampling, episode_id):
+            if len(prompt_ids) > 1500:
+                raise ContextOverflowError("prompt too long")
+            return await super().generate(prompt_ids, images, sampling, episode_id)
+
+    policy = ModelPolicy(
+        SmallEngine(script, encode), PromptBuilder(encode), decode, HistoryConfig("step", last_k=30)
+    )
+    traj = await run_episode(CountingEnv(), TASK, policy)
+    assert 0 < len(traj.turns) < 25 and not traj.infra_failed
+    assert traj.error == "prompt too long" and traj.reward.value == 0.0

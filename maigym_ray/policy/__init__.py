@@ -1,0 +1,1 @@
+"""Policy engines and the tiny local default models they serve."""

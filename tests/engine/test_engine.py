@@ -1,0 +1,155 @@
+"""The vLLM engine actor with the tiny default models (CPU): token-in/token-out, logprobs, prefix caching,
+agreement with transformers, the screenshot path of the vision-language model, and a real episode."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+
+import pytest
+
+from maigym_ray.config import EnvManagerConfig, PolicyConfig, PoolConfig
+from maigym_ray.harness.history import HistoryConfig, window_of
+from maigym_ray.harness.model_policy import SamplingConfig
+from maigym_ray.harness.prompt import PromptConfig
+from maigym_ray.policy.engine import EngineActor, EngineConfig, resolve_model
+from maigym_ray.rollout import load_tokenizer, rollout
+from maigym_ray.tasks.pool import TaskPool
+
+pytestmark = pytest.mark.engine
+
+GREEDY = SamplingConfig(temperature=0.0, max_tokens=8)
+
+
+def start_engine(ray, model: str):
+    cfg = EngineConfig(model=model, max_model_len=4096, cpu_kv_cache_gb=1, max_images=3)
+    handle = (
+        ray.remote(EngineActor)
+        .options(num_cpus=0, runtime_env={"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "1"}})
+        .remote(cfg, 0)
+    )
+    ray.get(handle.start.remote(), timeout=600)
+    return handle, cfg
+
+
+@pytest.fixture(scope="session")
+def text_engine(ray_local):
+    handle, cfg = start_engine(ray_local, "tiny-text")
+    yield handle, cfg
+    ray_local.get(handle.shutdown.remote())
+    ray_local.kill(handle)
+
+
+def prompt(n_tokens: int) -> list[int]:
+    tok = load_tokenizer(resolve_model("tiny-text"))
+    ids = tok.encode('<|im_start|>user\n[msg-m1] link "Invoice November" ' * 40, add_special_tokens=False).ids
+    return ids[:n_tokens]
+
+
+async def test_generate_returns_ids_logprobs_and_cache_hits(text_engine):
+    engine, _ = text_engine
+    ids = prompt(200)
+    before = await engine.prefix_cache_stats.remote()
+    first = await engine.generate.remote(ids, [], GREEDY, "ep-a")
+    second = await engine.generate.remote(ids, [], GREEDY, "ep-a")
+    assert 1 <= len(first.response_ids) <= 8 and len(first.logprobs) == len(first.response_ids)
+    assert all(lp <= 0.0 for lp in first.logprobs)
+    assert first.response_ids == second.response_ids  # greedy is deterministic
+    assert second.num_cached_tokens >= 192  # whole 32-token blocks of the repeated prompt
+    after = await engine.prefix_cache_stats.remote()
+    assert after["queries"] - before["queries"] >= 400 and after["hits"] - before["hits"] >= 192
+
+
+async def test_greedy_matches_transformers(text_engine):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    engine, _ = text_engine
+    ids = prompt(64)
+    got = await engine.generate.remote(ids, [], GREEDY, "ep-b")
+    model = AutoModelForCausalLM.from_pretrained(resolve_model("tiny-text"), torch_dtype=torch.float32)
+    out = model.generate(torch.tensor([ids]), max_new_tokens=len(got.response_ids), do_sample=False)
+    assert tuple(out[0, len(ids) :].tolist()) == got.response_ids
+
+
+async def test_episode_through_the_engine_keeps_prefixes_and_hits_the_cache(text_engine, ray_local):
+    from maigym_ray.envs.manager import EnvManager
+
+    engine, cfg = text_engine
+    task = dataclasses.replace(TaskPool.builtin().get("mail-archive-invoice"), max_steps=12)
+    manager = (
+        ray_local.remote(EnvManager)
+        .options(num_cpus=0, max_concurrency=100)
+        .remote(EnvManagerConfig(pools={"web": PoolConfig(target_size=1, max_size=1)}), TaskPool([task]))
+    )
+    await manager.start.remote(wait=True)
+    policy = PolicyConfig(
+        kind="engine",
+        engine=cfg,
+        history=HistoryConfig("window", 4, 1),
+        sampling=SamplingConfig(temperature=1.0, max_tokens=16, seed=7),
+    )
+    try:
+        traj = await rollout(manager, task, "web", policy, [engine])
+    finally:
+        await manager.shutdown.remote()
+    assert not traj.infra_failed and len(traj.turns) == 12
+    for prev, cur in zip(traj.turns, traj.turns[1:], strict=False):
+        head = list(prev.prompt_ids) + list(prev.response_ids)
+        if window_of(cur.index, 4, 1) == window_of(prev.index, 4, 1):
+            assert list(cur.prompt_ids[: len(head)]) == head
+            assert cur.timings["cached_tokens"] >= len(head) - 64  # all but the partial blocks
+    assert all(len(u.logprobs) == len(u.response_ids) > 0 for u in traj.turns)
+
+
+async def test_vision_language_model_sees_the_screenshot(ray_local):
+    from PIL import Image
+
+    engine, _ = start_engine(ray_local, "tiny-vl")
+    try:
+        tok = load_tokenizer(resolve_model("tiny-vl"))
+        ids = tok.encode(
+            "<|im_start|>user\nWhat is on screen?\n<image><|im_end|>\n<|im_start|>assistant\n",
+            add_special_tokens=False,
+        ).ids
+        pngs = []
+        for color in ("red", "blue"):
+            buf = io.BytesIO()
+            Image.new("RGB", (1024, 768), color).save(buf, "PNG")
+            pngs.append(buf.getvalue())
+        red = await engine.generate.remote(ids, [pngs[0]], GREEDY, "vl")
+        red_again = await engine.generate.remote(ids, [pngs[0]], GREEDY, "vl")
+        blue = await engine.generate.remote(ids, [pngs[1]], GREEDY, "vl")
+        assert (
+            red.response_ids == red_again.response_ids and red_again.num_cached_tokens >= 64
+        )  # 2 whole blocks
+        assert red.logprobs != blue.logprobs  # the image reaches the model
+
+        # a real episode whose observation turns carry the browser's screenshots
+        from maigym_ray.envs.manager import EnvManager
+
+        task = dataclasses.replace(TaskPool.builtin().get("mail-archive-invoice"), max_steps=4)
+        manager = (
+            ray_local.remote(EnvManager)
+            .options(num_cpus=0, max_concurrency=100)
+            .remote(EnvManagerConfig(pools={"web": PoolConfig(target_size=1, max_size=1)}), TaskPool([task]))
+        )
+        await manager.start.remote(wait=True)
+        cfg = EngineConfig(model="tiny-vl", max_images=3)
+        policy = PolicyConfig(
+            kind="engine",
+            engine=cfg,
+            prompt=PromptConfig(observation="both"),
+            history=HistoryConfig("window", 3, 1),
+            sampling=SamplingConfig(temperature=1.0, max_tokens=8, seed=3),
+        )
+        try:
+            traj = await rollout(manager, task, "web", policy, [engine])
+        finally:
+            await manager.shutdown.remote()
+        assert not traj.infra_failed and len(traj.turns) == 4
+        image_id = tok.token_to_id("<image>")
+        assert [list(u.prompt_ids).count(image_id) for u in traj.turns] == [1, 2, 3, 2]
+    finally:
+        ray_local.get(engine.shutdown.remote())
+        ray_local.kill(engine)

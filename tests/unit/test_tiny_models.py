@@ -44,7 +44,7 @@ def _image(color: tuple[int, int, int], size: tuple[int, int] = (640, 400)):
 
 
 def test_default_model_dir_builds_once_into_place(cache: Path, text_dir: Path) -> None:
-    assert text_dir == cache / "tiny-text-v1"
+    assert text_dir == cache / f"tiny-text-{tm.VERSION}"
     assert {"config.json", "model.safetensors", "tokenizer.json", "chat_template.jinja"} <= {
         p.name for p in text_dir.iterdir()
     }

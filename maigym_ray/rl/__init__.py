@@ -1,0 +1,1 @@
+"""RL: pure math (advantages, losses, packing, sampling) plus the trainer, weight sync and driver actors."""

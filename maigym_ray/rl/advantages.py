@@ -1,0 +1,41 @@
+"""GRPO group advantages and zero-variance filtering (pure functions, CPU-testable).
+
+A GRPO group is G attempts of one task from the same initial state. Each attempt's advantage is its reward
+minus the group mean, divided by the group std (plus eps); Dr.GRPO drops the std division, which removes the
+bias towards groups whose rewards barely differ. A group whose rewards are all equal has zero advantage for
+every attempt and carries no policy gradient, so it is dropped before packing (and counted: the share of such
+groups is what the adaptive sampler drives down).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def group_advantages(rewards: torch.Tensor, eps: float = 1e-6, normalize_std: bool = True) -> torch.Tensor:
+    """Advantages of each attempt within its group.
+
+    Args:
+        rewards: [B, G] rewards of B groups of G attempts.
+        eps: added to the std so a near-constant group does not explode.
+        normalize_std: divide by the group std (GRPO); False gives mean-only Dr.GRPO advantages.
+    Returns:
+        [B, G] advantages; rows of a zero-variance group are exactly 0.
+    """
+    if rewards.dim() != 2:
+        raise ValueError(f"rewards must be [B, G], got shape {tuple(rewards.shape)}")
+    centered = rewards - rewards.mean(dim=1, keepdim=True)
+    if not normalize_std:
+        return centered
+    std = rewards.std(dim=1, unbiased=False, keepdim=True)
+    return centered / (std + eps)
+
+
+def zero_variance_groups(rewards: torch.Tensor, tol: float = 1e-8) -> torch.Tensor:
+    """[B] bool: groups whose G rewards are all equal (within ``tol``). Input [B, G]."""
+    return (rewards.max(dim=1).values - rewards.min(dim=1).values) <= tol
+
+
+def zero_variance_share(rewards: torch.Tensor) -> float:
+    """The share of the B groups in [B, G] ``rewards`` that carry no GRPO gradient."""
+    return float(zero_variance_groups(rewards).float().mean()) if rewards.numel() else 0.0

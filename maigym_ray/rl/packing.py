@@ -1,0 +1,116 @@
+"""Packing trajectories into training sequences (pure functions; CPU-testable).
+
+Window-wise history makes every prompt of a window a prefix of the window's last prompt, so a whole window
+trains as ONE sequence: the last acting step's prompt + response, with the loss mask on the responses of the
+steps that window acted for. The overlap steps at the start of a window are context only (they were trained
+in the previous window), so each step is trained exactly once. Step-wise history has no shared prefix, so it
+packs one sequence per step. Sequences are then bin-packed into micro-batches under a token budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from maigym_ray.harness.history import HistoryConfig, window_of
+from maigym_ray.types import Trajectory
+
+
+@dataclass(frozen=True)
+class PackedSequence:
+    """One training sequence: ids [L], loss mask [L] (1 on trained response tokens), old logprobs [L]
+    (the sampled logprob on masked tokens, 0 elsewhere), the episode's advantage and the steps it trains."""
+
+    input_ids: tuple[int, ...]
+    loss_mask: tuple[int, ...]
+    old_logprobs: tuple[float, ...]
+    advantage: float
+    episode_id: str
+    steps: tuple[int, ...]
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+
+def _sequence(prompt: tuple[int, ...], response: tuple[int, ...]) -> list[int]:
+    return list(prompt) + list(response)
+
+
+def pack_window(traj: Trajectory, cfg: HistoryConfig, advantage: float) -> list[PackedSequence]:
+    """One sequence per history window of ``traj`` (which must come from window-wise history ``cfg``)."""
+    turns = [u for u in traj.turns if u.response_ids]
+    windows: dict[int, list[int]] = {}
+    for i, u in enumerate(turns):
+        windows.setdefault(window_of(u.index, cfg.window_steps, cfg.window_overlap), []).append(i)
+    out = []
+    for _w, idx in sorted(windows.items()):
+        last = turns[idx[-1]]
+        ids = _sequence(last.prompt_ids, last.response_ids)
+        mask = [0] * len(ids)
+        old = [0.0] * len(ids)
+        for i in idx:
+            u = turns[i]
+            start, end = len(u.prompt_ids), len(u.prompt_ids) + len(u.response_ids)
+            if ids[:end] != _sequence(u.prompt_ids, u.response_ids):
+                raise ValueError(
+                    f"step {u.index} of {traj.episode_id} is not a prefix of its window's sequence: "
+                    "was the trajectory made with this window-wise history?"
+                )
+            mask[start:end] = [1] * (end - start)
+            if len(u.logprobs) == end - start:
+                old[start:end] = list(u.logprobs)
+        out.append(
+            PackedSequence(
+                tuple(ids),
+                tuple(mask),
+                tuple(old),
+                advantage,
+                traj.episode_id,
+                tuple(turns[i].index for i in idx),
+            )
+        )
+    return out
+
+
+def pack_step(traj: Trajectory, advantage: float) -> list[PackedSequence]:
+    """One sequence per step: its prompt + response, the loss on the response."""
+    out = []
+    for u in traj.turns:
+        if not u.response_ids:
+            continue
+        n_prompt, n_resp = len(u.prompt_ids), len(u.response_ids)
+        old = [0.0] * n_prompt + (list(u.logprobs) if len(u.logprobs) == n_resp else [0.0] * n_resp)
+        out.append(
+            PackedSequence(
+                tuple(_sequence(u.prompt_ids, u.response_ids)),
+                (0,) * n_prompt + (1,) * n_resp,
+                tuple(old),
+                advantage,
+                traj.episode_id,
+                (u.index,),
+            )
+        )
+    return out
+
+
+def pack(traj: Trajectory, cfg: HistoryConfig, advantage: float) -> list[PackedSequence]:
+    """Packs ``traj`` the way its history strategy allows."""
+    return pack_window(traj, cfg, advantage) if cfg.strategy == "window" else pack_step(traj, advantage)
+
+
+def micro_batches(seqs: list[PackedSequence], token_budget: int) -> list[list[PackedSequence]]:
+    """First-fit-decreasing bin packing: each micro-batch holds at most ``token_budget`` tokens (a longer
+    sequence gets a micro-batch of its own). Every sequence lands in exactly one micro-batch."""
+    if token_budget <= 0:
+        raise ValueError("token_budget must be positive")
+    bins: list[list[PackedSequence]] = []
+    loads: list[int] = []
+    for s in sorted(seqs, key=len, reverse=True):
+        for b, load in enumerate(loads):
+            if load + len(s) <= token_budget:
+                bins[b].append(s)
+                loads[b] += len(s)
+                break
+        else:
+            bins.append([s])
+            loads.append(len(s))
+    return bins

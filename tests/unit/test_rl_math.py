@@ -1,0 +1,75 @@
+"""GRPO math against hand-computed values."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from maigym_ray.rl.advantages import group_advantages, zero_variance_groups, zero_variance_share
+from maigym_ray.rl.losses import aggregate, clipped_policy_loss, k3_kl
+
+pytestmark = pytest.mark.unit
+
+
+def test_group_advantages_grpo_and_dr_grpo():
+    r = torch.tensor([[1.0, 0.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0], [3.0, 0.0, 0.0, 1.0]])
+    adv = group_advantages(r)
+    assert torch.allclose(adv[0], torch.tensor([1.0, -1.0, 1.0, -1.0]), atol=1e-5)
+    assert torch.equal(adv[1], torch.zeros(4))  # zero-variance group: no signal at all
+    std = math.sqrt(((3 - 1) ** 2 + 1 + 1 + 0) / 4)  # population std of [3, 0, 0, 1] around mean 1
+    assert torch.allclose(adv[2], torch.tensor([2.0, -1.0, -1.0, 0.0]) / std, atol=1e-5)
+    dr = group_advantages(r, normalize_std=False)
+    assert torch.allclose(dr[0], torch.tensor([0.5, -0.5, 0.5, -0.5]))
+    assert torch.allclose(dr[2], torch.tensor([2.0, -1.0, -1.0, 0.0]))
+    with pytest.raises(ValueError):
+        group_advantages(torch.zeros(4))
+
+
+def test_zero_variance_filtering():
+    r = torch.tensor([[1.0, 1.0], [0.0, 0.0], [0.0, 1.0]])
+    assert zero_variance_groups(r).tolist() == [True, True, False]
+    assert zero_variance_share(r) == pytest.approx(2 / 3)
+
+
+def test_clipped_loss_four_cases_by_hand():
+    # ratio 1.5 or 0.5 (logprob - old = log ratio), advantages +1 / -1
+    logp = torch.tensor([[math.log(1.5), math.log(1.5), math.log(0.5), math.log(0.5)]])
+    old = torch.zeros(1, 4)
+    adv = torch.tensor([[1.0, -1.0, 1.0, -1.0]])
+    loss, clipped = clipped_policy_loss(logp, old, adv, torch.ones(1, 4), eps_low=0.2, eps_high=0.28)
+    # +A, r=1.5: min(1.5, 1.28) = 1.28 (clipped) | -A, r=1.5: min(-1.5, -1.28) = -1.5
+    # +A, r=0.5: min(0.5, 0.8) = 0.5 | -A, r=0.5: min(-0.5, -0.8) = -0.8 (clipped)
+    assert torch.allclose(loss, torch.tensor([[-1.28, 1.5, -0.5, 0.8]]), atol=1e-6)
+    assert clipped.tolist() == [[True, False, False, True]]
+
+
+def test_clipped_loss_mask_per_sequence_advantage_and_gradient():
+    logp = torch.zeros(2, 3, requires_grad=True)
+    mask = torch.tensor([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]])
+    loss, _ = clipped_policy_loss(logp, torch.zeros(2, 3), torch.tensor([2.0, -1.0]), mask)
+    assert torch.allclose(loss.detach(), torch.tensor([[-2.0, -2.0, 0.0], [0.0, 1.0, 1.0]]))
+    aggregate(loss, mask).backward()
+    # d(-ratio*A)/dlogp = -A at ratio 1; token_mean divides by the 4 loss tokens; masked tokens get nothing
+    assert torch.allclose(logp.grad, torch.tensor([[-0.5, -0.5, 0.0], [0.0, 0.25, 0.25]]))
+
+
+def test_k3_kl_by_hand():
+    logp = torch.tensor([[0.0, math.log(0.5), -1.0]])
+    ref = torch.tensor([[math.log(0.5), math.log(0.5), -1.0]])
+    kl = k3_kl(logp, ref, torch.tensor([[1.0, 1.0, 0.0]]))
+    assert kl[0, 0].item() == pytest.approx(0.5 + math.log(2) - 1)  # r = -log 2
+    assert kl[0, 1].item() == 0.0 and kl[0, 2].item() == 0.0 and bool((kl >= 0).all())
+
+
+def test_aggregation_modes_by_hand():
+    per_token = torch.tensor([[1.0, 2.0, 9.0], [3.0, 9.0, 9.0], [9.0, 9.0, 9.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    assert aggregate(per_token, mask, "token_mean").item() == pytest.approx(2.0)  # (1+2+3)/3
+    assert aggregate(per_token, mask, "seq_mean_token_mean").item() == pytest.approx(2.25)  # mean(1.5, 3)
+    assert aggregate(per_token, mask, "seq_mean_token_sum").item() == pytest.approx(3.0)  # mean(3, 3)
+    assert aggregate(per_token, mask, "seq_mean_token_sum_norm", norm=3.0).item() == pytest.approx(1.0)
+    assert aggregate(per_token, torch.zeros(3, 3), "seq_mean_token_mean").item() == 0.0
+    with pytest.raises(ValueError):
+        aggregate(per_token, mask, "median")

@@ -104,3 +104,24 @@ def test_eval_with_the_real_engine_on_two_tasks(tmp_path):
     assert all(r["steps"] >= 1 for r in rows)  # a random-init model mostly writes unparsable actions
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["policy"] == "engine" and 0.0 < report["prefix_cache_hit_rate"] <= 1.0
+
+
+def test_eval_on_both_web_platforms_reports_each(tmp_path):
+    proc = _run(
+        tmp_path,
+        "backends=web_mix",
+        "tasks.apps=[ride]",
+        "tasks.limit=2",
+        "concurrency=2",
+        "env.pools.web.target_size=1",
+        "env.pools.mobile_web.target_size=1",
+        "wandb.mode=disabled",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = pq.read_table(tmp_path / "results.parquet").to_pylist()
+    assert sorted((r["task_id"], r["platform"]) for r in rows) == sorted(
+        (t, p) for t in ("ride-economy-station", "ride-xl-airport") for p in ("mobile_web", "web")
+    )
+    assert all(r["success"] for r in rows)  # the golden solutions work with touch taps too
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["by_platform"] == {"mobile_web": 1.0, "web": 1.0}

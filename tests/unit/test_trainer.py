@@ -1,0 +1,85 @@
+"""The torch trainer: window packing and step packing give the same update; micro-batching changes nothing."""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import pytest
+import torch
+
+from maigym_ray.harness.history import HistoryConfig, prompt_ids
+from maigym_ray.rl.packing import pack_step, pack_window
+from maigym_ray.rl.trainer import TorchTrainer, TrainerConfig, collate, token_logprobs
+from maigym_ray.types import Reward, Trajectory, Turn
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    from transformers import AutoModelForCausalLM
+
+    from maigym_ray.policy.tiny_models import build_text_model
+
+    path = build_text_model(tmp_path_factory.mktemp("m") / "text")
+    return AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32, attn_implementation="eager")
+
+
+def traj(cfg: HistoryConfig, steps: int, seed: int) -> Trajectory:
+    rng = random.Random(seed)
+    header = [rng.randrange(5, 2000) for _ in range(12)]
+    obs = [[rng.randrange(5, 2000) for _ in range(rng.randint(6, 12))] for _ in range(steps)]
+    resp = [[rng.randrange(5, 2000) for _ in range(rng.randint(2, 5))] for _ in range(steps)]
+    turns = tuple(
+        Turn(
+            t,
+            "wait()",
+            None,
+            prompt_ids=tuple(prompt_ids(header, obs, resp, t, cfg)),
+            response_ids=tuple(resp[t]),
+            logprobs=tuple(-7.5 for _ in resp[t]),
+        )
+        for t in range(steps)
+    )
+    return Trajectory(f"ep{seed}", "task", "web", turns, Reward(1.0, True))
+
+
+def grads_after(model, seqs, cfg: TrainerConfig) -> list[torch.Tensor]:
+    m = copy.deepcopy(model)
+    trainer = TorchTrainer(m, cfg)
+    trainer.opt = torch.optim.SGD(m.parameters(), lr=0.0)  # keep the weights: compare gradients only
+    trainer.update(seqs)
+    return [p.grad.clone() for p in m.parameters()]
+
+
+def test_window_and_step_packing_give_the_same_gradient(model):
+    cfg = HistoryConfig("window", 4, 1)
+    trajs = [traj(cfg, 9, seed) for seed in (1, 2)]
+    window = [s for i, t in enumerate(trajs) for s in pack_window(t, cfg, advantage=(1.0, -0.5)[i])]
+    step = [s for i, t in enumerate(trajs) for s in pack_step(t, advantage=(1.0, -0.5)[i])]
+    assert sum(map(len, window)) < sum(map(len, step))
+    tc = TrainerConfig(grad_clip=0.0)
+    for a, b in zip(grads_after(model, window, tc), grads_after(model, step, tc), strict=True):
+        assert torch.allclose(a, b, atol=1e-5, rtol=1e-3)
+
+
+def test_micro_batching_does_not_change_the_update(model):
+    cfg = HistoryConfig("window", 4, 1)
+    seqs = pack_window(traj(cfg, 9, 3), cfg, 1.0) + pack_window(traj(cfg, 7, 4), cfg, -1.0)
+    one = grads_after(model, seqs, TrainerConfig(grad_clip=0.0, token_budget=10_000))
+    many = grads_after(model, seqs, TrainerConfig(grad_clip=0.0, token_budget=1))
+    for a, b in zip(one, many, strict=True):
+        assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
+
+
+def test_update_moves_the_policy_towards_positive_advantage(model):
+    cfg = HistoryConfig("step", last_k=2)
+    seqs = pack_step(traj(cfg, 4, 5), advantage=1.0)
+    m = copy.deepcopy(model)
+    b = collate(seqs)
+    before = (token_logprobs(m, b["input_ids"], b["attention_mask"]) * b["loss_mask"]).sum()
+    trainer = TorchTrainer(m, TrainerConfig(lr=1e-2, old_logprobs="recompute"))
+    stats = trainer.update(seqs)
+    after = (token_logprobs(m, b["input_ids"], b["attention_mask"]) * b["loss_mask"]).sum()
+    assert after > before and stats["tokens"] == sum(map(len, seqs)) and stats["update_s"] > 0

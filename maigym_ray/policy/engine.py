@@ -109,6 +109,7 @@ class EngineActor:
             dtype=self.cfg.dtype or ("float32" if self.cfg.model.startswith("tiny-") else "auto"),
             limit_mm_per_prompt={"image": self.cfg.max_images} if self._is_vl() else None,
             skip_mm_profiling=self._is_vl(),
+            worker_extension_cls="maigym_ray.policy.weight_receiver.WeightReceiver",
         )
         self.engine = AsyncLLM.from_engine_args(args)
         from vllm.platforms import current_platform
@@ -165,6 +166,14 @@ class EngineActor:
             float(lp[tok].logprob) for tok, lp in zip(o.token_ids, o.logprobs or [], strict=False)
         )
         return Generation(tuple(o.token_ids), logprobs, int(final.num_cached_tokens or 0), self.version)
+
+    async def update_weights(self, buckets: list[dict[str, Any]], version: int) -> dict[str, int]:
+        """Loads new weights (encoded buckets, see weight_receiver.encode_bucket) in place, drops every cached
+        prefix (entries made with older weights must never be served) and sets the weights' version."""
+        loaded = await self.engine.collective_rpc("load_buckets", args=(buckets,))
+        await self.engine.reset_prefix_cache()
+        self.version = version
+        return {"tensors": int(loaded[0]), "version": version}
 
     async def prefix_cache_stats(self) -> dict[str, float]:
         """vLLM's own prefix-cache counters of this engine: queries and hits (in tokens)."""

@@ -153,3 +153,36 @@ async def test_vision_language_model_sees_the_screenshot(ray_local):
     finally:
         ray_local.get(engine.shutdown.remote())
         ray_local.kill(engine)
+
+
+async def test_weight_update_matches_the_trainer_and_advances_the_version(text_engine):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from maigym_ray.policy.weight_receiver import encode_bucket
+
+    engine, _ = text_engine
+    ids = prompt(96)
+    before = await engine.generate.remote(ids, [], GREEDY, "w-before")
+    model = AutoModelForCausalLM.from_pretrained(resolve_model("tiny-text"), torch_dtype=torch.float32)
+    torch.manual_seed(1)
+    with torch.no_grad():  # a "training step": new weights everywhere
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.5)
+    named = list(model.state_dict().items())
+    buckets = [
+        encode_bucket([n for n, _ in named[i : i + 8]], [t for _, t in named[i : i + 8]])
+        for i in range(0, len(named), 8)
+    ]
+    out = await engine.update_weights.remote(buckets, 1)
+    assert out == {"tensors": len(named), "version": 1}
+    after = await engine.generate.remote(ids, [], GREEDY, "w-after")
+    assert after.policy_version == 1 and after.num_cached_tokens == 0  # old prefixes were dropped
+    assert after.response_ids != before.response_ids
+    ref = model.generate(torch.tensor([ids]), max_new_tokens=len(after.response_ids), do_sample=False)
+    assert tuple(ref[0, len(ids) :].tolist()) == after.response_ids
+    with torch.no_grad():  # and the engine's logprobs are the trainer's own forward pass
+        logits = model(torch.tensor([ids + list(after.response_ids)])).logits[0].float()
+    lp = torch.log_softmax(logits, -1)
+    trainer_lp = [lp[len(ids) - 1 + i, tok].item() for i, tok in enumerate(after.response_ids)]
+    assert all(abs(a - b) < 1e-3 for a, b in zip(trainer_lp, after.logprobs, strict=True))

@@ -11,13 +11,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from maigym_ray import LOOPBACK_ENV
 from maigym_ray.config import RayConfig
-
-LOOPBACK_ENV = {
-    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-    "GLOO_SOCKET_IFNAME": "lo",
-    "RAY_USAGE_STATS_ENABLED": "0",
-}
 
 
 def init_ray(cfg: RayConfig | None = None, **extra: Any) -> dict[str, Any]:

@@ -7,7 +7,6 @@ errors because the schemas are registered as structured configs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from maigym_ray.errors import ConfigError
 from maigym_ray.harness.history import HistoryConfig
@@ -162,10 +161,3 @@ def validate_manager_config(cfg: EnvManagerConfig) -> None:
             )
         if not 0 <= pool.target_size <= pool.max_size or pool.max_size < 1:
             raise ConfigError(f"env.pools.{name}: need 0 <= target_size <= max_size and max_size >= 1")
-
-
-def to_plain(obj: Any) -> Any:
-    """A dataclass tree as plain dicts (for logging and JSON)."""
-    from dataclasses import asdict, is_dataclass
-
-    return asdict(obj) if is_dataclass(obj) and not isinstance(obj, type) else obj

@@ -40,6 +40,16 @@ def text_engine(ray_local):
     ray_local.kill(handle)
 
 
+async def one_web_env(ray, task):
+    """A started EnvManager with one web instance, for episodes through the engine."""
+    from maigym_ray.envs.manager import EnvManager
+
+    cfg = EnvManagerConfig(pools={"web": PoolConfig(target_size=1, max_size=1)})
+    manager = ray.remote(EnvManager).options(num_cpus=0, max_concurrency=100).remote(cfg, TaskPool([task]))
+    await manager.start.remote(wait=True)
+    return manager
+
+
 def prompt(n_tokens: int) -> list[int]:
     tok = load_tokenizer(resolve_model("tiny-text"))
     ids = tok.encode('<|im_start|>user\n[msg-m1] link "Invoice November" ' * 40, add_special_tokens=False).ids
@@ -73,16 +83,9 @@ async def test_greedy_matches_transformers(text_engine):
 
 
 async def test_episode_through_the_engine_keeps_prefixes_and_hits_the_cache(text_engine, ray_local):
-    from maigym_ray.envs.manager import EnvManager
-
     engine, cfg = text_engine
     task = dataclasses.replace(TaskPool.builtin().get("mail-archive-invoice"), max_steps=12)
-    manager = (
-        ray_local.remote(EnvManager)
-        .options(num_cpus=0, max_concurrency=100)
-        .remote(EnvManagerConfig(pools={"web": PoolConfig(target_size=1, max_size=1)}), TaskPool([task]))
-    )
-    await manager.start.remote(wait=True)
+    manager = await one_web_env(ray_local, task)
     policy = PolicyConfig(
         kind="engine",
         engine=cfg,
@@ -126,15 +129,8 @@ async def test_vision_language_model_sees_the_screenshot(ray_local):
         assert red.logprobs != blue.logprobs  # the image reaches the model
 
         # a real episode whose observation turns carry the browser's screenshots
-        from maigym_ray.envs.manager import EnvManager
-
         task = dataclasses.replace(TaskPool.builtin().get("mail-archive-invoice"), max_steps=4)
-        manager = (
-            ray_local.remote(EnvManager)
-            .options(num_cpus=0, max_concurrency=100)
-            .remote(EnvManagerConfig(pools={"web": PoolConfig(target_size=1, max_size=1)}), TaskPool([task]))
-        )
-        await manager.start.remote(wait=True)
+        manager = await one_web_env(ray_local, task)
         cfg = EngineConfig(model="tiny-vl", max_images=3)
         policy = PolicyConfig(
             kind="engine",

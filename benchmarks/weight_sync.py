@@ -4,8 +4,9 @@
 
 Two Ray actors (a trainer rank and an engine rank) join a torch gloo group through a ``file://``
 rendezvous with ``GLOO_SOCKET_IFNAME=lo``, so every socket is on loopback (torch's TCPStore would listen on
-all interfaces). The same model-shaped set of tensors is broadcast per tensor and in flat buckets
-(maigym_ray/rl/weight_sync.py). ``loopback_copy_gbps`` is the raw bandwidth of moving the same bytes between
+all interfaces). The same model-shaped set of tensors is broadcast per tensor (plain gloo) and in flat buckets through
+the driver's own path (maigym_ray/rl/weight_group.py: a ray.util.collective gloo group on top of that
+process group, the next bucket flattened while the current one is on the wire). ``loopback_copy_gbps`` is the raw bandwidth of moving the same bytes between
 the same two processes over a loopback TCP socket: the physical limit the broadcast runs against.
 """
 
@@ -82,18 +83,24 @@ class Rank:
         self.dist.barrier()
         return time.perf_counter() - t0
 
-    def bucketed(self, bucket_mb: int) -> float:
-        from maigym_ray.rl.weight_sync import flatten, plan_buckets, unflatten
+    def join_weight_group(self, init: str) -> None:
+        from maigym_ray.rl import weight_group
 
-        plan = plan_buckets([(str(i), t.shape, t.dtype) for i, t in enumerate(self.tensors)], bucket_mb << 20)
+        weight_group.join(2, self.rank, "bench", init)
+
+    def bucketed(self, bucket_mb: int) -> float:
+        """The product's path (rl/weight_group.py): flat buckets over the ray.util.collective gloo group, the
+        next bucket flattened while the current one is on the wire, views on the receiver."""
+        from maigym_ray.rl import weight_group
+
+        named = [(str(i), t) for i, t in enumerate(self.tensors)]
+        buckets = weight_group.layout(named, bucket_mb << 20)
         self.dist.barrier()
         t0 = time.perf_counter()
-        for b in plan:
-            group = [self.tensors[i] for i in b.indices]
-            flat = flatten(group) if self.rank == 0 else self.torch.empty(b.numel, dtype=b.dtype)
-            self.dist.broadcast(flat, src=0)
-            if self.rank != 0:  # views into the bucket: what the engine's reload_weights consumes
-                self.received = unflatten(flat, [t.shape for t in group])
+        if self.rank == 0:
+            weight_group.send(named, buckets, "bench")
+        else:
+            self.received = weight_group.receive(buckets, "bench")
         self.dist.barrier()
         return time.perf_counter() - t0
 
@@ -148,6 +155,7 @@ def main() -> int:
     init_file = Path(tempfile.mkdtemp(prefix="maigym-gloo-")) / "rendezvous"
     ranks = [ray.remote(Rank).options(num_cpus=0).remote(r, str(init_file), total_mb) for r in range(2)]
     nbytes = ray.get(ranks[0].__ray_call__.remote(lambda self: self.nbytes))
+    ray.get([r.join_weight_group.remote(str(init_file)) for r in ranks])
     best = {"per_tensor": float("inf"), "bucketed": float("inf"), "copy": float("inf")}
     for _ in range(2 if args.quick else 3):
         best["per_tensor"] = min(best["per_tensor"], max(ray.get([r.per_tensor.remote() for r in ranks])))

@@ -94,7 +94,8 @@ class PolicyConfig:
     """The policy that acts, and for model policies how prompts, history, sampling and engines are set up."""
 
     #: "golden" (replays golden solutions), "random" (random clicks and typing), "engine" (vLLM engine
-    #: actors started by the run), "openai" (any OpenAI-compatible server).
+    #: actors started by the run), "openai" (any OpenAI-compatible server), "demo" (golden solutions as
+    #: token-in / token-out model turns: the SFT warm-up's samples).
     kind: str = "golden"
     #: seed of the random policy.
     seed: int = 0
@@ -110,9 +111,11 @@ class PolicyConfig:
     #: kind "openai": the server's base URL (…/v1), model name and tokenizer directory ("" = engine.model).
     openai_base_url: str = "http://127.0.0.1:8000/v1"
     openai_model: str = ""
+    #: the token that ends a model turn (kind "demo" closes every golden response with it).
+    end_of_turn: str = "<|im_end|>"
 
 
-POLICY_KINDS = ("golden", "random", "engine", "openai")
+POLICY_KINDS = ("golden", "random", "engine", "openai", "demo")
 
 
 @dataclass

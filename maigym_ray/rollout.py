@@ -8,11 +8,15 @@ task is stateless (``num_cpus=0``: it mostly waits on the env and the engines); 
 from __future__ import annotations
 
 import functools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from maigym_ray.config import PolicyConfig
 from maigym_ray.errors import ConfigError
+from maigym_ray.harness.demonstration import DemonstrationPolicy
 from maigym_ray.harness.episode import run_episode
 from maigym_ray.harness.model_policy import ModelPolicy
 from maigym_ray.harness.policy import GoldenPolicy, PolicyClient, RandomPolicy
@@ -37,13 +41,25 @@ def make_policy(cfg: PolicyConfig, engines: list[Any] | None = None) -> PolicyCl
         return GoldenPolicy()
     if cfg.kind == "random":
         return RandomPolicy(cfg.seed)
-    if cfg.kind not in ("engine", "openai"):
+    if cfg.kind not in ("engine", "openai", "demo"):
         raise ConfigError(
-            f"policy.kind={cfg.kind!r} is not valid; choose one of: golden, random, engine, openai"
+            f"policy.kind={cfg.kind!r} is not valid; choose one of: golden, random, engine, openai, demo"
         )
     from maigym_ray.policy.engine import resolve_model
 
     tok = load_tokenizer(resolve_model(cfg.engine.model))
+    builder = PromptBuilder(lambda s: tok.encode(s, add_special_tokens=False).ids, cfg.prompt)
+    if cfg.kind == "demo":
+        end = tok.token_to_id(cfg.end_of_turn)
+        if end is None:
+            raise ConfigError(f"policy.end_of_turn={cfg.end_of_turn!r} is not a token of {cfg.engine.model}")
+        return DemonstrationPolicy(
+            builder,
+            lambda s: tok.encode(s, add_special_tokens=False).ids,
+            lambda ids: tok.decode(ids, skip_special_tokens=True),
+            (end,),
+            cfg.history,
+        )
     if cfg.kind == "engine":
         from maigym_ray.policy.router import EngineRouter
 
@@ -54,7 +70,6 @@ def make_policy(cfg: PolicyConfig, engines: list[Any] | None = None) -> PolicyCl
         from maigym_ray.policy.openai_client import OpenAIEngine
 
         engine = OpenAIEngine(cfg.openai_base_url, cfg.openai_model or cfg.engine.model, tok)
-    builder = PromptBuilder(lambda s: tok.encode(s, add_special_tokens=False).ids, cfg.prompt)
     return ModelPolicy(
         engine, builder, lambda ids: tok.decode(ids, skip_special_tokens=True), cfg.history, cfg.sampling
     )
@@ -92,6 +107,63 @@ def rollout_task(
     import asyncio
 
     return asyncio.run(rollout(manager, task, platform, policy, engines, step_timeout_s, keep_screenshots))
+
+
+@dataclass(frozen=True)
+class Finished:
+    """One finished episode of :func:`run_rollouts`: the work item, its trajectory, the attempt it took
+    (0 = first) and its wall time."""
+
+    item: Any
+    task: TaskSpec
+    platform: str
+    trajectory: Trajectory
+    attempt: int
+    seconds: float
+
+
+async def run_rollouts(
+    manager: Any,
+    work: list[tuple[Any, TaskSpec, str]],
+    policy: PolicyConfig,
+    engines: list[Any] | None,
+    concurrency: int,
+    infra_retries: int = 2,
+    step_timeout_s: float = 30.0,
+    keep_screenshots: bool = False,
+    on_finished: Callable[[Finished], None] | None = None,
+) -> list[Finished]:
+    """Runs every ``(item, task, platform)`` of ``work`` as a rollout Ray task, ``concurrency`` at a time.
+
+    An episode that ends in an infrastructure failure is retried (on a fresh lease) up to ``infra_retries``
+    times; if it still fails it is returned with ``infra_failed`` set, never as a score. ``on_finished`` sees
+    every returned episode as it finishes (progress bars, writers). Results come back in finishing order.
+    """
+    import asyncio
+
+    import ray
+
+    remote = ray.remote(rollout_task).options(num_cpus=0, max_retries=0)
+    queue: asyncio.Queue[tuple[Any, TaskSpec, str, int]] = asyncio.Queue()
+    for item, task, plat in work:
+        queue.put_nowait((item, task, plat, 0))
+    done: list[Finished] = []
+
+    async def worker() -> None:
+        while not queue.empty():
+            item, task, plat, attempt = queue.get_nowait()
+            t0 = time.perf_counter()
+            traj = await remote.remote(manager, task, plat, policy, engines, step_timeout_s, keep_screenshots)
+            if traj.infra_failed and attempt < infra_retries:
+                queue.put_nowait((item, task, plat, attempt + 1))
+                continue
+            fin = Finished(item, task, plat, traj, attempt, time.perf_counter() - t0)
+            done.append(fin)
+            if on_finished is not None:
+                on_finished(fin)
+
+    await asyncio.gather(*(worker() for _ in range(max(1, concurrency))))
+    return done
 
 
 def start_engines(policy: PolicyConfig) -> list[Any]:

@@ -26,6 +26,7 @@ import maigym_ray  # noqa: F401  (loopback Ray settings before ray is imported)
 from maigym_ray.cli.schema import EvalConfig, TasksConfig, register
 from maigym_ray.config import POLICY_KINDS, check_choice, validate_manager_config
 from maigym_ray.errors import ConfigError
+from maigym_ray.tasks.curriculum import curriculum_tasks
 from maigym_ray.tasks.pool import TaskPool
 from maigym_ray.types import TaskSpec, Trajectory
 
@@ -54,7 +55,12 @@ RESULT_SCHEMA = pa.schema(
 
 def load_tasks(cfg: TasksConfig) -> TaskPool:
     """The task pool a TasksConfig selects."""
-    pool = TaskPool.builtin() if cfg.pool == "builtin" else TaskPool.load(cfg.pool)
+    if cfg.pool == "builtin":
+        pool = TaskPool.builtin()
+    elif cfg.pool == "curriculum":
+        pool = TaskPool(curriculum_tasks())
+    else:
+        pool = TaskPool.load(cfg.pool)
     pool = pool.filter(split=cfg.split or None, apps=cfg.apps or None)
     tasks = list(pool)
     return TaskPool(tasks[: cfg.limit] if cfg.limit else tasks)
@@ -113,7 +119,7 @@ async def evaluate(
 
     from maigym_ray.cluster import init_ray
     from maigym_ray.envs.manager import EnvManager
-    from maigym_ray.rollout import rollout_task, start_engines
+    from maigym_ray.rollout import Finished, run_rollouts, start_engines
 
     validate_manager_config(cfg.env)
     check_choice("policy.kind", cfg.policy.kind, POLICY_KINDS)
@@ -135,32 +141,28 @@ async def evaluate(
     engines = start_engines(cfg.policy)  # engines and envs come up together
     await start
     bringup = time.perf_counter() - t0
-    remote_rollout = ray.remote(rollout_task).options(num_cpus=0, max_retries=0)
-
-    queue: asyncio.Queue[tuple[TaskSpec, str, int, int]] = asyncio.Queue()
-    for t, plat, e in work:
-        queue.put_nowait((t, plat, e, 0))
     rows: list[dict[str, Any]] = []
     bar = tqdm(total=len(work), desc=f"eval {cfg.policy.kind}", unit="ep")
 
-    async def worker() -> None:
-        while not queue.empty():
-            task, plat, e, attempt = queue.get_nowait()
-            t_start = time.perf_counter()
-            traj = await remote_rollout.remote(
-                manager, task, plat, cfg.policy, engines, cfg.env.step_timeout_s, keep_screenshots
-            )
-            if on_trajectory is not None:
-                on_trajectory(traj)
-            if traj.infra_failed and attempt < cfg.infra_retries:
-                queue.put_nowait((task, plat, e, attempt + 1))
-                continue
-            rows.append(result_row(traj, task, plat, attempt, time.perf_counter() - t_start))
-            bar.update(1)
-            bar.set_postfix(success=f"{sum(r['success'] for r in rows) / len(rows):.2f}")
+    def finished(f: Finished) -> None:
+        if on_trajectory is not None:
+            on_trajectory(f.trajectory)
+        rows.append(result_row(f.trajectory, f.task, f.platform, f.attempt, f.seconds))
+        bar.update(1)
+        bar.set_postfix(success=f"{sum(r['success'] for r in rows) / len(rows):.2f}")
 
     t_run = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(max(1, cfg.concurrency))))
+    await run_rollouts(
+        manager,
+        [(e, t, plat) for t, plat, e in work],
+        cfg.policy,
+        engines,
+        cfg.concurrency,
+        cfg.infra_retries,
+        cfg.env.step_timeout_s,
+        keep_screenshots,
+        finished,
+    )
     bar.close()
     seconds = time.perf_counter() - t_run
     metrics = await manager.metrics.remote()

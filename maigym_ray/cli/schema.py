@@ -11,13 +11,17 @@ from dataclasses import dataclass, field
 from hydra.core.config_store import ConfigStore
 
 from maigym_ray.config import EnvManagerConfig, PolicyConfig, RayConfig
+from maigym_ray.rl.driver import DriverConfig
+from maigym_ray.rl.sampler import SamplerConfig
+from maigym_ray.rl.trainer import TrainerConfig
 
 
 @dataclass
 class TasksConfig:
     """Which tasks to run."""
 
-    #: "builtin" (the hand-written tasks shipped with the apps) or a .parquet / .jsonl file or folder.
+    #: "builtin" (the hand-written tasks shipped with the apps), "curriculum" (the debug training curriculum,
+    #: see tasks/curriculum.py) or a .parquet / .jsonl file or folder.
     pool: str = "builtin"
     #: keep only this split ("" = all).
     split: str = ""
@@ -69,8 +73,40 @@ class CollectConfig(EvalConfig):
     name: str = "collect"
 
 
+def _engine_policy() -> PolicyConfig:
+    return PolicyConfig(kind="engine")
+
+
+def _curriculum() -> TasksConfig:
+    return TasksConfig(pool="curriculum")
+
+
+@dataclass
+class TrainConfig:
+    """``python -m maigym_ray.cli.train``: held-out eval, SFT warm-up, GRPO rounds, held-out evals, report."""
+
+    ray: RayConfig = field(default_factory=RayConfig)
+    env: EnvManagerConfig = field(default_factory=EnvManagerConfig)
+    #: the task pool; its ``split`` must stay "" (train_split and heldout_split pick the two halves).
+    tasks: TasksConfig = field(default_factory=_curriculum)
+    #: the policy (kind "engine": vLLM engine actors that the driver starts and updates).
+    policy: PolicyConfig = field(default_factory=_engine_policy)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    driver: DriverConfig = field(default_factory=DriverConfig)
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+    #: the split trained on, and the held-out split evaluated (never trained on).
+    train_split: str = "train"
+    heldout_split: str = "test"
+    #: the run directory; "" = Hydra's run directory. ``driver.resume=true`` continues the run found there.
+    output_dir: str = ""
+    #: a name for the run (wandb run name, report title).
+    name: str = "train"
+
+
 def register() -> None:
     """Registers the schemas so ``conf/*.yaml`` can name them in their defaults lists."""
     cs = ConfigStore.instance()
     cs.store(name="eval_schema", node=EvalConfig)
     cs.store(name="collect_schema", node=CollectConfig)
+    cs.store(name="train_schema", node=TrainConfig)

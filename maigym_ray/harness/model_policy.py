@@ -94,7 +94,7 @@ class ModelPolicy:
             while len(self._episodes) > self.max_episodes:  # episodes that never finished cleanly
                 self._episodes.popitem(last=False)
         ep = self._episodes[episode_id]
-        ep.obs.append(self.builder.observation_ids(observation, step))
+        ep.obs.append(self.builder.observation_ids(observation, step, task))
         ep.images.append(self.builder.images(observation))
         ids = prompt_ids(ep.header, ep.obs, ep.responses, step, self.history)
         gen = await self.engine.generate(

@@ -51,6 +51,9 @@ class PromptConfig:
     observation: str = "a11y"
     #: the accessibility text is cut to this many characters (the model's context is finite).
     max_a11y_chars: int = 3000
+    #: restate the task at the end of every observation turn. Small models attend mostly to recent tokens,
+    #: and with a long history the system prompt (which holds the task) drifts far back.
+    repeat_task: bool = False
 
     def __post_init__(self) -> None:
         if self.observation not in ("a11y", "screenshot", "both"):
@@ -86,7 +89,7 @@ class PromptBuilder:
         """Token ids of the episode header (the system turn)."""
         return self.encode(self.chat.system.format(text=self.system_text(task, platform)))
 
-    def observation_text(self, obs: Observation, step: int) -> str:
+    def observation_text(self, obs: Observation, step: int, task: TaskSpec | None = None) -> str:
         """The user turn of one observation, followed by the assistant-turn opener."""
         lines = [f"Step {step + 1}."]
         if obs.last_action_error:
@@ -100,11 +103,13 @@ class PromptBuilder:
             lines.append(text)
         if self.cfg.observation in ("screenshot", "both"):
             lines.append(self.chat.image)
+        if self.cfg.repeat_task and task is not None:
+            lines.append(f"Task: {task.instruction}")
         return self.chat.user.format(text="\n".join(lines)) + self.chat.assistant_open
 
-    def observation_ids(self, obs: Observation, step: int) -> list[int]:
+    def observation_ids(self, obs: Observation, step: int, task: TaskSpec | None = None) -> list[int]:
         """Token ids of one observation turn."""
-        return self.encode(self.observation_text(obs, step))
+        return self.encode(self.observation_text(obs, step, task))
 
     def images(self, obs: Observation) -> list[bytes]:
         """The images one observation turn carries (its screenshot, when the config shows screenshots)."""

@@ -14,6 +14,7 @@ placeholder per image and vLLM expands it.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 import time
@@ -174,6 +175,28 @@ class EngineActor:
         await self.engine.reset_prefix_cache()
         self.version = version
         return {"tensors": int(loaded[0]), "version": version}
+
+    async def join_weight_group(self, world_size: int, rank: int, group_name: str, init_method: str) -> None:
+        """Joins the trainer's weight-broadcast group (rl/weight_group.py) as ``rank``."""
+        from maigym_ray.rl import weight_group
+
+        await asyncio.to_thread(weight_group.join, world_size, rank, group_name, init_method)
+
+    async def receive_weights(
+        self, buckets: list[dict[str, Any]], version: int, group_name: str
+    ) -> dict[str, float]:
+        """Receives a broadcast of new weights (layout ``buckets``) from the trainer, loads them into the vLLM
+        worker in place, drops the prefix cache and advances the version. vLLM's CPU workers cannot be Ray
+        actors, so the bytes reach the worker through ``collective_rpc`` (DESIGN.md §10)."""
+        from maigym_ray.policy.weight_receiver import encode_bucket
+        from maigym_ray.rl import weight_group
+
+        t0 = time.perf_counter()
+        received = await asyncio.to_thread(weight_group.receive, buckets, group_name)
+        t1 = time.perf_counter()
+        encoded = [encode_bucket([n for n, _ in b], [t for _, t in b]) for b in received]
+        out = await self.update_weights(encoded, version)
+        return {"tensors": float(out["tensors"]), "receive_s": t1 - t0, "load_s": time.perf_counter() - t1}
 
     async def prefix_cache_stats(self) -> dict[str, float]:
         """vLLM's own prefix-cache counters of this engine: queries and hits (in tokens)."""

@@ -1,5 +1,5 @@
-"""TorchTrainer: the GRPO policy update on an HF causal LM, in plain torch (CPU here; DeepSpeed on GPUs is
-selected by config in the trainer actor).
+"""TorchTrainer: the GRPO policy update on an HF causal LM, in plain torch (CPU here; DeepSpeed ZeRO on many
+ranks is deepspeed_trainer.py, which shares this module's loss).
 
 ``update`` takes packed sequences (see packing.py), collates them into micro-batches under a token budget,
 computes the logprobs of every sequence's tokens, and accumulates the clipped token-level loss (plus an
@@ -10,8 +10,10 @@ budget.
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -28,7 +30,8 @@ class TrainerConfig:
     #: the ratio is clipped to [1 - eps_low, 1 + eps_high].
     eps_low: float = 0.2
     eps_high: float = 0.28
-    #: weight of the k3 KL to the reference model (0 = no reference model needed).
+    #: weight of the k3 KL to the reference model in the loss (with a reference model and 0 here, the KL is
+    #: measured and logged but not optimised).
     kl_coef: float = 0.0
     #: "token_mean" or "seq_mean_token_mean" (see losses.aggregate), normalised over the whole batch.
     aggregation: str = "token_mean"
@@ -38,6 +41,21 @@ class TrainerConfig:
     grad_clip: float = 1.0
     #: "sampled" (the engine's logprobs) or "recompute" (a no-grad forward of the current weights first).
     old_logprobs: str = "sampled"
+
+    #: "torch" (plain torch in the driver's process: CPU, one GPU) or "deepspeed" (ZeRO data parallel over
+    #: ``num_workers`` trainer actors, rl/trainer_group.py).
+    strategy: str = "torch"
+    #: DeepSpeed ranks (one GPU each on GPUs).
+    num_workers: int = 1
+    #: the ZeRO stage of the DeepSpeed strategy (1 or 2: the driver reads full weights from rank 0).
+    zero_stage: int = 2
+
+    def check(self) -> None:
+        """Raises ValueError on a setting the trainers cannot run."""
+        if self.strategy not in ("torch", "deepspeed"):
+            raise ValueError(f"strategy {self.strategy!r}: choose torch or deepspeed")
+        if self.aggregation not in ("token_mean", "seq_mean_token_mean"):
+            raise ValueError(f"aggregation {self.aggregation!r}: choose token_mean or seq_mean_token_mean")
 
 
 def collate(seqs: list[PackedSequence], pad_id: int = 0) -> dict[str, torch.Tensor]:
@@ -63,10 +81,110 @@ def collate(seqs: list[PackedSequence], pad_id: int = 0) -> dict[str, torch.Tens
     }
 
 
-def token_logprobs(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """[N, L-1] log p(token i+1 | tokens <= i) under ``model``."""
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
-    return torch.log_softmax(logits, dim=-1).gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+def token_logprobs(
+    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """[N, L-1] log p(token i+1 | tokens <= i) under ``model``.
+
+    With ``mask`` ([N, L-1]), only the masked positions are computed (0 elsewhere): the LM head and the
+    log-softmax then run on the trained tokens only, not on every prompt token. In GUI-agent sequences the
+    responses are a few percent of the tokens, and the head over the vocabulary is the largest matmul (and
+    on GPUs the largest activation) of a small model.
+    """
+    base = getattr(model, "module", model)  # a DeepSpeed engine wraps the HF model
+    head = base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None
+    decoder = base.get_decoder() if hasattr(base, "get_decoder") else None
+    plain_head = getattr(getattr(base, "config", None), "final_logit_softcapping", None) is None
+    if mask is None or head is None or decoder is None or not plain_head:
+        logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
+        return torch.log_softmax(logits, dim=-1).gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    hidden = decoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, :-1]
+    sel = mask > 0
+    logits = head(hidden[sel]).float()  # [T, V] for the T masked positions
+    picked = torch.log_softmax(logits, dim=-1).gather(-1, input_ids[:, 1:][sel].unsqueeze(-1)).squeeze(-1)
+    out = torch.zeros(mask.shape, dtype=picked.dtype, device=picked.device)
+    return out.masked_scatter(sel, picked)
+
+
+def loss_counts(seqs: list[PackedSequence]) -> tuple[float, float]:
+    """(loss tokens, sequences with at least one loss token) of ``seqs``: the loss normalisers before the
+    floor at 1 (a data-parallel trainer sums them over ranks first)."""
+    tokens = float(sum(sum(s.loss_mask[1:]) for s in seqs))
+    live = float(sum(1 for s in seqs if any(s.loss_mask[1:])))
+    return tokens, live
+
+
+#: "grpo" (the clipped policy loss) or "sft" (negative log-likelihood of the masked tokens).
+OBJECTIVES = ("grpo", "sft")
+
+
+@dataclass
+class MicroBatchLoss:
+    """One micro-batch's share of the batch loss (a scalar with grad) and its summed statistics."""
+
+    loss: torch.Tensor
+    kl_sum: float
+    clipped: float
+
+
+def micro_batch_loss(
+    model: Any,
+    batch: dict[str, torch.Tensor],
+    cfg: TrainerConfig,
+    total_tokens: float,
+    total_seqs: float,
+    ref_model: Any = None,
+    objective: str = "grpo",
+) -> MicroBatchLoss:
+    """The clipped policy loss (+ ``cfg.kl_coef`` * k3 KL to ``ref_model``) of one collated micro-batch,
+    or with ``objective="sft"`` the negative log-likelihood of the masked tokens (SFT warm-up),
+    normalised by the WHOLE batch's ``total_tokens`` (token_mean) or ``total_seqs`` (seq_mean_token_mean), so
+    that summing the micro-batches' losses (and gradients) gives the batch loss whatever the micro-batching.
+
+    ``model`` is anything called like an HF causal LM (the module itself, or a DeepSpeed engine wrapping it).
+    With ``cfg.old_logprobs == "recompute"``, ``batch["old_logprobs"]`` is replaced in place by a no-grad
+    forward of ``model``.
+    """
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective {objective!r}: choose one of {', '.join(OBJECTIVES)}")
+    if objective == "sft":
+        logp = token_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["loss_mask"])
+        return MicroBatchLoss(
+            _aggregate(-logp * batch["loss_mask"], batch, cfg, total_tokens, total_seqs), 0.0, 0.0
+        )
+    if cfg.old_logprobs == "recompute":
+        with torch.no_grad():
+            batch["old_logprobs"] = token_logprobs(
+                model, batch["input_ids"], batch["attention_mask"], batch["loss_mask"]
+            )
+    logp = token_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["loss_mask"])
+    per_token, clipped = clipped_policy_loss(
+        logp, batch["old_logprobs"], batch["advantages"], batch["loss_mask"], cfg.eps_low, cfg.eps_high
+    )
+    kl_sum = 0.0
+    if ref_model is not None:  # measured whenever there is a reference; in the loss only with a coefficient
+        with torch.no_grad():
+            ref = token_logprobs(ref_model, batch["input_ids"], batch["attention_mask"], batch["loss_mask"])
+        kl = k3_kl(logp, ref, batch["loss_mask"])
+        if cfg.kl_coef:
+            per_token = per_token + cfg.kl_coef * kl
+        kl_sum = float(kl.detach().sum())
+    return MicroBatchLoss(
+        _aggregate(per_token, batch, cfg, total_tokens, total_seqs), kl_sum, float(clipped.sum())
+    )
+
+
+def _aggregate(
+    per_token: torch.Tensor,
+    batch: dict[str, torch.Tensor],
+    cfg: TrainerConfig,
+    total_tokens: float,
+    total_seqs: float,
+) -> torch.Tensor:
+    if cfg.aggregation == "token_mean":
+        return per_token.sum() / total_tokens
+    tokens = batch["loss_mask"].sum(dim=1).clamp(min=1.0)
+    return (per_token.sum(dim=1) / tokens).sum() / total_seqs
 
 
 class TorchTrainer:
@@ -77,42 +195,30 @@ class TorchTrainer:
         self.cfg = cfg or TrainerConfig()
         self.ref_model = ref_model
         self.opt = torch.optim.AdamW(model.parameters(), lr=self.cfg.lr, weight_decay=0.0)
-        if self.cfg.aggregation not in ("token_mean", "seq_mean_token_mean"):
-            raise ValueError(
-                f"aggregation {self.cfg.aggregation!r}: choose token_mean or seq_mean_token_mean"
-            )
+        self.cfg.check()
 
-    def update(self, seqs: list[PackedSequence]) -> dict[str, float]:
-        """One optimizer step over ``seqs`` (gradient accumulation over micro-batches)."""
+    def set_lr(self, lr: float) -> None:
+        """Sets the optimizer's learning rate (the SFT warm-up and RL use different ones)."""
+        for g in self.opt.param_groups:
+            g["lr"] = lr
+
+    def update(self, seqs: list[PackedSequence], objective: str = "grpo") -> dict[str, float]:
+        """One optimizer step over ``seqs`` (gradient accumulation over micro-batches); ``objective`` is
+        "grpo" or "sft" (see :func:`micro_batch_loss`)."""
         t0 = time.perf_counter()
         self.model.train()
-        total_tokens = max(1.0, float(sum(sum(s.loss_mask[1:]) for s in seqs)))
-        total_seqs = max(1, sum(1 for s in seqs if any(s.loss_mask[1:])))
+        tokens, live = loss_counts(seqs)
+        total_tokens, total_seqs = max(1.0, tokens), max(1.0, live)
         loss_sum = kl_sum = clip_sum = 0.0
         self.opt.zero_grad(set_to_none=True)
         for mb in micro_batches(seqs, self.cfg.token_budget):
-            b = collate(mb)
-            if self.cfg.old_logprobs == "recompute":
-                with torch.no_grad():
-                    b["old_logprobs"] = token_logprobs(self.model, b["input_ids"], b["attention_mask"])
-            logp = token_logprobs(self.model, b["input_ids"], b["attention_mask"])
-            per_token, clipped = clipped_policy_loss(
-                logp, b["old_logprobs"], b["advantages"], b["loss_mask"], self.cfg.eps_low, self.cfg.eps_high
+            out = micro_batch_loss(
+                self.model, collate(mb), self.cfg, total_tokens, total_seqs, self.ref_model, objective
             )
-            if self.cfg.kl_coef and self.ref_model is not None:
-                with torch.no_grad():
-                    ref = token_logprobs(self.ref_model, b["input_ids"], b["attention_mask"])
-                kl = k3_kl(logp, ref, b["loss_mask"])
-                per_token = per_token + self.cfg.kl_coef * kl
-                kl_sum += float(kl.sum())
-            if self.cfg.aggregation == "token_mean":
-                loss = per_token.sum() / total_tokens
-            else:
-                tokens = b["loss_mask"].sum(dim=1).clamp(min=1.0)
-                loss = (per_token.sum(dim=1) / tokens).sum() / total_seqs
-            loss.backward()
-            loss_sum += float(loss.detach())
-            clip_sum += float(clipped.sum())
+            out.loss.backward()
+            loss_sum += float(out.loss.detach())
+            kl_sum += out.kl_sum
+            clip_sum += out.clipped
         if self.cfg.grad_clip:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
         self.opt.step()
@@ -123,3 +229,32 @@ class TorchTrainer:
             "tokens": float(sum(len(s) for s in seqs)),
             "update_s": time.perf_counter() - t0,
         }
+
+    def weights(self) -> list[tuple[str, torch.Tensor]]:
+        """The tensors an engine reloads: the full state dict, tied weights under both names (vLLM's in-place
+        reload rebuilds every parameter it is given and leaves out-of-list ones, such as a tied
+        ``lm_head.weight``, uninitialised)."""
+        return [(n, t.detach()) for n, t in self.model.state_dict().items()]
+
+    def freeze_reference(self) -> None:
+        """Keeps a frozen copy of the current weights as the KL reference."""
+        ref = copy.deepcopy(self.model).eval()
+        for p in ref.parameters():
+            p.requires_grad_(False)
+        self.ref_model = ref
+
+    def save(self, path: str | Path) -> None:
+        """Writes the model's, the optimizer's and the reference's state into the directory ``path``."""
+        Path(path).mkdir(parents=True, exist_ok=True)
+        ref = self.ref_model.state_dict() if self.ref_model is not None else None
+        state = {"model": self.model.state_dict(), "optimizer": self.opt.state_dict(), "reference": ref}
+        torch.save(state, Path(path) / "trainer.pt")
+
+    def load(self, path: str | Path) -> None:
+        """Restores the state written by ``save``."""
+        state = torch.load(Path(path) / "trainer.pt", map_location="cpu", weights_only=True)
+        self.model.load_state_dict(state["model"])
+        self.opt.load_state_dict(state["optimizer"])
+        if state.get("reference") is not None:
+            self.freeze_reference()
+            self.ref_model.load_state_dict(state["reference"])

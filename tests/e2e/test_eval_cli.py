@@ -125,3 +125,35 @@ def test_eval_on_both_web_platforms_reports_each(tmp_path):
     assert all(r["success"] for r in rows)  # the golden solutions work with touch taps too
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["by_platform"] == {"mobile_web": 1.0, "web": 1.0}
+
+
+def test_curriculum_goldens_and_demonstrations_solve_every_task_live(tmp_path):
+    """The debug curriculum is validated on live instances: every golden solution, replayed as token-in /
+    token-out demonstrations (the SFT samples), solves its task, and the stored turns carry the prompt and
+    response ids that SFT trains on."""
+    from maigym_ray.harness.trajectory_store import load_trajectories
+    from maigym_ray.tasks.curriculum import curriculum_tasks
+
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "maigym_ray.cli.collect",
+            "experiment=debug",
+            "tasks.pool=curriculum",
+            "policy.kind=demo",
+            "wandb.mode=disabled",
+            f"output_dir={tmp_path}",
+            f"hydra.run.dir={tmp_path}/hydra",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trajs = list(load_trajectories(tmp_path / "trajectories"))
+    assert {t.task_id for t in trajs} == {t.id for t in curriculum_tasks()}
+    assert all(t.reward.success and not t.infra_failed for t in trajs)
+    for t in trajs:
+        assert all(u.prompt_ids and u.response_ids and u.response_ids[-1] == 2 for u in t.turns)  # <|im_end|>

@@ -3,6 +3,7 @@ agreement with transformers, the screenshot path of the vision-language model, a
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import io
 
@@ -178,6 +179,49 @@ async def test_weight_update_matches_the_trainer_and_advances_the_version(text_e
     ref = model.generate(torch.tensor([ids]), max_new_tokens=len(after.response_ids), do_sample=False)
     assert tuple(ref[0, len(ids) :].tolist()) == after.response_ids
     with torch.no_grad():  # and the engine's logprobs are the trainer's own forward pass
+        logits = model(torch.tensor([ids + list(after.response_ids)])).logits[0].float()
+    lp = torch.log_softmax(logits, -1)
+    trainer_lp = [lp[len(ids) - 1 + i, tok].item() for i, tok in enumerate(after.response_ids)]
+    assert all(abs(a - b) < 1e-3 for a, b in zip(trainer_lp, after.logprobs, strict=True))
+
+
+async def test_broadcast_over_the_weight_group_matches_the_trainer(text_engine, ray_local, tmp_path):
+    """The trainer (rank 0) broadcasts flat buckets over a ray.util.collective gloo group; the engine actor
+    (rank 1) receives them and loads them into its vLLM worker. Afterwards the engine's greedy output and
+    logprobs are the trainer's own, the version advanced and no stale prefix was served."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from maigym_ray.rl import weight_group
+
+    engine, _ = text_engine
+    ids = prompt(96)
+    before = await engine.generate.remote(ids, [], GREEDY, "b-before")
+    model = AutoModelForCausalLM.from_pretrained(resolve_model("tiny-text"), torch_dtype=torch.float32)
+    torch.manual_seed(2)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.5)
+    named = [(n, t.detach()) for n, t in model.state_dict().items()]  # tied lm_head included
+    layout = weight_group.layout(named, bucket_bytes=256 << 10)  # several buckets
+    assert len(layout) > 1
+    trainer = ray_local.remote(weight_group.WeightSender).options(num_cpus=0).remote(named)
+    group, init = "test-weights", f"file://{tmp_path / 'rendezvous'}"
+    await asyncio.gather(
+        engine.join_weight_group.remote(2, 1, group, init), trainer.join.remote(2, group, init)
+    )
+    version = before.policy_version + 1
+    out, _ = await asyncio.gather(
+        engine.receive_weights.remote(layout, version, group), trainer.send.remote(layout, group)
+    )
+    ray_local.kill(trainer)
+    assert out["tensors"] == len(named)
+    after = await engine.generate.remote(ids, [], GREEDY, "b-after")
+    assert after.policy_version == version and after.num_cached_tokens == 0
+    assert after.response_ids != before.response_ids
+    ref = model.generate(torch.tensor([ids]), max_new_tokens=len(after.response_ids), do_sample=False)
+    assert tuple(ref[0, len(ids) :].tolist()) == after.response_ids
+    with torch.no_grad():
         logits = model(torch.tensor([ids + list(after.response_ids)])).logits[0].float()
     lp = torch.log_softmax(logits, -1)
     trainer_lp = [lp[len(ids) - 1 + i, tok].item() for i, tok in enumerate(after.response_ids)]

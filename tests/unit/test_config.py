@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
-from maigym_ray.cli.schema import EvalConfig, register
+from maigym_ray.cli.schema import CollectConfig, EvalConfig, TrainConfig, register
 from maigym_ray.config import EnvManagerConfig, PoolConfig, WebBackendConfig, validate_manager_config
 from maigym_ray.errors import ConfigError
 
@@ -20,18 +21,25 @@ CONF = Path(__file__).resolve().parents[2] / "conf"
 register()
 
 
-def _compose(*overrides: str) -> EvalConfig:
+ENTRY_POINTS = {"eval": EvalConfig, "collect": CollectConfig, "train": TrainConfig}
+
+
+def _compose(*overrides: str, name: str = "eval") -> Any:
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name="eval", overrides=list(overrides))
-    return OmegaConf.to_object(cfg)  # type: ignore[return-value]
+        cfg = compose(config_name=name, overrides=list(overrides))
+    return OmegaConf.to_object(cfg)
 
 
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
 @pytest.mark.parametrize("backends", sorted(p.stem for p in (CONF / "backends").glob("*.yaml")))
 @pytest.mark.parametrize("experiment", [None, *sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))])
-def test_every_config_composes_and_validates(backends, experiment):
+def test_every_config_composes_and_validates(entry, backends, experiment):
     overrides = [f"backends={backends}"] + ([f"experiment={experiment}"] if experiment else [])
-    cfg = _compose(*overrides)
-    assert isinstance(cfg, EvalConfig)
+    cfg = _compose(*overrides, name=entry)
+    assert type(cfg) is ENTRY_POINTS[entry]
+    if isinstance(cfg, TrainConfig):
+        cfg.trainer.check()
+        assert cfg.policy.kind == "engine" and cfg.tasks.pool == "curriculum"
     assert isinstance(cfg.env, EnvManagerConfig)
     assert all(
         isinstance(p, PoolConfig) and isinstance(p.web, WebBackendConfig) for p in cfg.env.pools.values()

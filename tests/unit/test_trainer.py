@@ -83,3 +83,22 @@ def test_update_moves_the_policy_towards_positive_advantage(model):
     stats = trainer.update(seqs)
     after = (token_logprobs(m, b["input_ids"], b["attention_mask"]) * b["loss_mask"]).sum()
     assert after > before and stats["tokens"] == sum(map(len, seqs)) and stats["update_s"] > 0
+
+
+def test_masked_token_logprobs_equal_the_full_forward_on_the_mask(model) -> None:
+    """The fast path (LM head on masked positions only) gives the full forward's logprobs there, 0 elsewhere,
+    and the same gradients."""
+    m = copy.deepcopy(model)
+    b = collate(pack_window(traj(HistoryConfig(), 6, 3), HistoryConfig(), 1.0))
+    full = token_logprobs(m, b["input_ids"], b["attention_mask"])
+    fast = token_logprobs(m, b["input_ids"], b["attention_mask"], b["loss_mask"])
+    sel = b["loss_mask"] > 0
+    assert sel.any() and not sel.all()
+    torch.testing.assert_close(fast[sel], full[sel], rtol=1e-5, atol=1e-6)
+    assert (fast[~sel] == 0).all()
+    (full * b["loss_mask"]).sum().backward()
+    g_full = [p.grad.clone() for p in m.parameters()]
+    m.zero_grad()
+    (fast * b["loss_mask"]).sum().backward()
+    for a, g in zip(g_full, [p.grad for p in m.parameters()], strict=True):
+        torch.testing.assert_close(a, g, rtol=1e-4, atol=1e-6)

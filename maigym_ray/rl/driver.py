@@ -1,0 +1,472 @@
+"""The training driver (a Ray actor): held-out eval, SFT warm-up, GRPO rounds, report. It reads top to bottom.
+
+One GRPO round is: sample tasks (adaptive sampler) → lease envs and roll out groups (the one rollout path) →
+verify (the env's verifier scored each episode) → write the trajectories to Parquet → group advantages →
+drop zero-variance groups → pack windows → update the policy → broadcast the weights to every engine → log →
+checkpoint. Infra-failed episodes are retried by the rollout runner and, if they still fail, kept out of the
+gradient (they are stored, flagged), never scored 0.
+
+Create it with ``ray.remote(Driver).options(num_cpus=0).remote(...)`` (cli/train.py); it creates the env
+manager and the engine actors itself and owns the trainer (rank 0 of the weight group).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import shutil
+import time
+import uuid
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from maigym_ray.config import EnvManagerConfig, PolicyConfig
+from maigym_ray.harness.trajectory_store import write_all
+from maigym_ray.rl import weight_group
+from maigym_ray.rl.advantages import group_advantages
+from maigym_ray.rl.packing import PackedSequence, pack
+from maigym_ray.rl.report import write_report
+from maigym_ray.rl.sampler import AdaptiveSampler, SamplerConfig
+from maigym_ray.rl.trainer import TorchTrainer, TrainerConfig
+from maigym_ray.rl.trainer_group import DeepSpeedGroup, load_model
+from maigym_ray.rollout import Finished, run_rollouts, start_engines
+from maigym_ray.types import TaskSpec, Trajectory
+
+
+@dataclass
+class SFTConfig:
+    """The supervised warm-up on golden demonstrations."""
+
+    #: optimizer steps over the demonstrations (0 = no warm-up).
+    steps: int = 30
+    #: learning rate of the warm-up (RL uses trainer.lr).
+    lr: float = 1e-3
+    #: demonstrations per training task (a golden replay is deterministic, so 1 per platform suffices).
+    demos_per_task: int = 1
+    #: demonstrations per step, drawn at random (0 = all of them every step).
+    batch_size: int = 16
+
+
+@dataclass
+class GRPOConfig:
+    """GRPO rounds."""
+
+    #: rounds of sample → roll out → update → broadcast.
+    rounds: int = 10
+    #: task groups per round (each gets the sampler's number of attempts).
+    groups_per_round: int = 6
+    #: optimizer steps per round: the round's sequences are split into this many mini-batches by episode.
+    updates_per_round: int = 2
+    #: std-normalised group advantages (GRPO); False = mean-only (Dr.GRPO).
+    normalize_std: bool = True
+    #: keep a frozen copy of the post-SFT policy as the KL reference (its KL is logged even at kl_coef 0).
+    reference_model: bool = True
+
+
+@dataclass
+class HeldoutConfig:
+    """The held-out evals before training, after SFT and after RL."""
+
+    #: episodes per held-out task.
+    episodes_per_task: int = 8
+    #: sampling temperature of the evals (the policy's other sampling settings apply).
+    temperature: float = 1.0
+
+
+@dataclass
+class DriverConfig:
+    """What the driver runs and how."""
+
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    grpo: GRPOConfig = field(default_factory=GRPOConfig)
+    heldout: HeldoutConfig = field(default_factory=HeldoutConfig)
+    #: weight-broadcast bucket size, MB.
+    bucket_mb: int = 64
+    #: episodes run at once (one leased env each).
+    concurrency: int = 4
+    #: retries of an episode that hit an infrastructure failure.
+    infra_retries: int = 2
+    #: continue from the run directory's last checkpoint (rounds, sampler, optimizer, weights).
+    resume: bool = False
+    #: checkpoints kept on disk.
+    keep_checkpoints: int = 2
+    #: seed of the sampler, the SFT batches and torch.
+    seed: int = 0
+    #: torch threads of the trainer in the driver (0 = every core: rollouts pause while it trains).
+    torch_threads: int = 0
+
+
+@dataclass
+class RunState:
+    """Everything a checkpoint needs besides tensors (JSON)."""
+
+    phase: str = "start"  # start → before → sft → rl → done
+    round: int = 0
+    version: int = 0
+    heldout: dict[str, float] = field(default_factory=dict)
+    history: list[dict[str, Any]] = field(default_factory=list)
+    sampler: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+    wandb_id: str = ""
+
+
+_PHASES = ("start", "before", "sft", "rl", "done")
+
+
+class Driver:
+    """Runs the main training job in ``run_dir``; see the module docstring."""
+
+    def __init__(
+        self,
+        cfg: DriverConfig,
+        policy: PolicyConfig,
+        trainer: TrainerConfig,
+        sampler: SamplerConfig,
+        env: EnvManagerConfig,
+        train_tasks: list[TaskSpec],
+        test_tasks: list[TaskSpec],
+        run_dir: str,
+        wandb_mode: str = "offline",
+        wandb_project: str = "maigym_ray",
+    ) -> None:
+        overlap = {t.id for t in train_tasks} & {t.id for t in test_tasks}
+        if overlap:
+            raise ValueError(f"held-out tasks must never enter training: {sorted(overlap)[:5]}")
+        self.cfg, self.policy, self.trainer_cfg, self.env_cfg = cfg, policy, trainer, env
+        self.train_tasks, self.test_tasks = train_tasks, test_tasks
+        self.tasks = {t.id: t for t in [*train_tasks, *test_tasks]}
+        self.platforms = sorted({p.platform for p in env.pools.values()})
+        self.run_dir = Path(run_dir)
+        self.sampler = AdaptiveSampler([t.id for t in train_tasks], sampler, seed=cfg.seed)
+        self.wandb_mode, self.wandb_project = wandb_mode, wandb_project
+        self.state = RunState()
+        self.manager: Any = None
+        self.engines: list[Any] = []
+        self.trainer: TorchTrainer | DeepSpeedGroup | None = None
+        self.layout: list[dict[str, Any]] = []
+        self.group = f"weights-{uuid.uuid4().hex[:8]}"
+        self._wandb: Any = None
+
+    # -- the job ------------------------------------------------------------------------------------------
+    async def run(self) -> dict[str, Any]:
+        """Held-out eval → SFT warm-up → held-out eval → GRPO rounds → held-out eval → report."""
+        t_start = time.perf_counter()
+        await self._start()
+        spent = self.state.seconds
+        try:
+            if self.state.phase == "start":
+                self.state.heldout["before"] = await self.evaluate("before")
+                self._advance("before", spent + time.perf_counter() - t_start)
+            if self.state.phase == "before":
+                await self.sft()
+                self.state.heldout["sft"] = await self.evaluate("sft")
+                self._advance("sft", spent + time.perf_counter() - t_start)
+            bar = tqdm(total=self.cfg.grpo.rounds, initial=self.state.round, desc="GRPO", unit="round")
+            while self.state.round < self.cfg.grpo.rounds:
+                metrics = await self.grpo_round(self.state.round)
+                self.state.round += 1
+                self._log(metrics)
+                self.state.seconds = spent + time.perf_counter() - t_start
+                self._checkpoint()
+                bar.update(1)
+                bar.set_postfix(success=f"{metrics['success']:.2f}", loss=f"{metrics['loss']:.3f}")
+            bar.close()
+            if self.state.phase == "sft":
+                self._advance("rl", spent + time.perf_counter() - t_start)
+            if self.state.phase == "rl":
+                self.state.heldout["rl"] = await self.evaluate("rl")
+                self._advance("done", spent + time.perf_counter() - t_start)
+            report = write_report(self.run_dir, self._report())
+        finally:
+            await self._stop()
+        return report
+
+    async def grpo_round(self, r: int) -> dict[str, Any]:
+        """One GRPO round (see the module docstring); returns its metrics."""
+        assert self.trainer is not None
+        t0 = time.perf_counter()
+        plan = self.sampler.plan(self.cfg.grpo.groups_per_round)
+        work = [
+            ((tid, j), self.tasks[tid], self._platform(self.tasks[tid], j))
+            for tid, n in plan
+            for j in range(n)
+        ]
+        done = await self._rollouts(work, self.policy, f"round {r}")
+        self._store(f"rl/round-{r:04d}", [f.trajectory for f in done])  # on disk before it is trained on
+        t1 = time.perf_counter()
+
+        groups: dict[str, list[Trajectory]] = {}
+        for f in done:
+            if not f.trajectory.infra_failed:
+                groups.setdefault(f.item[0], []).append(f.trajectory)
+        seqs: list[PackedSequence] = []
+        zero_var = 0
+        for tid, trajs in groups.items():
+            rewards = torch.tensor([t.reward.value for t in trajs], dtype=torch.float32)
+            self.sampler.update(tid, rewards.tolist())
+            if len(trajs) < 2 or float(rewards.max() - rewards.min()) == 0.0:
+                zero_var += len(trajs)  # no GRPO gradient in this group
+                continue
+            adv = group_advantages(rewards[None], normalize_std=self.cfg.grpo.normalize_std)[0]
+            for t, a in zip(trajs, adv.tolist(), strict=True):
+                seqs.extend(pack(t, self.policy.history, a))
+
+        stats = self._update(seqs) if seqs else {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "tokens": 0.0}
+        t2 = time.perf_counter()
+        sync_s = await self._broadcast() if seqs else 0.0
+        scored = [f.trajectory for f in done if not f.trajectory.infra_failed]
+        return {
+            "round": r,
+            "version": self.state.version,
+            "episodes": len(done),
+            "infra_failed": len(done) - len(scored),
+            "success": sum(t.reward.success for t in scored) / max(1, len(scored)),
+            "reward": sum(t.reward.value for t in scored) / max(1, len(scored)),
+            "zero_var_share": zero_var / max(1, len(scored)),
+            "sequences": len(seqs),
+            **{k: float(v) for k, v in stats.items()},
+            "rollout_s": t1 - t0,
+            "update_s": t2 - t1,
+            "sync_s": sync_s,
+            **{f"tasks_{k}": v for k, v in self.sampler.stats().items()},
+        }
+
+    async def sft(self) -> dict[str, float]:
+        """Replays the training tasks' golden solutions through the harness and trains on them (SFT)."""
+        assert self.trainer is not None
+        demo = replace(self.policy, kind="demo")
+        work = [
+            ((t.id, j), t, self._platform(t, j))
+            for t in self.train_tasks
+            for j in range(self.cfg.sft.demos_per_task)
+        ]
+        done = await self._rollouts(work, demo, "demos")
+        demos = [f.trajectory for f in done if f.trajectory.reward.success and not f.trajectory.infra_failed]
+        self._store("sft", [f.trajectory for f in done])
+        seqs = [s for t in demos for s in pack(t, self.policy.history, 1.0)]
+        rng = random.Random(self.cfg.seed)
+        size = self.cfg.sft.batch_size or len(seqs)
+        stats: dict[str, float] = {}
+        self.trainer.set_lr(self.cfg.sft.lr)
+        bar = tqdm(range(self.cfg.sft.steps), desc="SFT", unit="step")
+        for _ in bar:
+            batch = rng.sample(seqs, size) if size < len(seqs) else seqs
+            stats = self.trainer.update(batch, objective="sft")
+            bar.set_postfix(nll=f"{stats['loss']:.3f}")
+        self.trainer.set_lr(self.trainer_cfg.lr)
+        if self.cfg.grpo.reference_model:
+            self.trainer.freeze_reference()
+        sync_s = await self._broadcast()
+        out = {
+            "demos": float(len(demos)),
+            "demo_failures": float(len(done) - len(demos)),
+            "sync_s": sync_s,
+            "sft_loss": stats.get("loss", 0.0),
+        }
+        self._log({"phase": "sft", **out})
+        return out
+
+    async def evaluate(self, label: str) -> float:
+        """Held-out success rate of the current policy (infra-failed episodes excluded, and reported)."""
+        policy = replace(
+            self.policy, sampling=replace(self.policy.sampling, temperature=self.cfg.heldout.temperature)
+        )
+        work = [
+            ((t.id, j), t, self._platform(t, j))
+            for t in self.test_tasks
+            for j in range(self.cfg.heldout.episodes_per_task)
+        ]
+        done = await self._rollouts(work, policy, f"held-out {label}")
+        self._store(f"eval-{label}", [f.trajectory for f in done])
+        scored = [f.trajectory for f in done if not f.trajectory.infra_failed]
+        rate = sum(t.reward.success for t in scored) / max(1, len(scored))
+        self._log(
+            {"phase": f"eval-{label}", "heldout_success": rate, "infra_failed": len(done) - len(scored)}
+        )
+        return rate
+
+    # -- pieces -------------------------------------------------------------------------------------------
+    def _update(self, seqs: list[PackedSequence]) -> dict[str, float]:
+        """``updates_per_round`` optimizer steps over mini-batches of whole episodes; averaged stats."""
+        assert self.trainer is not None
+        episodes = sorted({s.episode_id for s in seqs})
+        n = max(1, min(self.cfg.grpo.updates_per_round, len(episodes)))
+        parts = [set(episodes[i::n]) for i in range(n)]
+        out: dict[str, float] = {}
+        for part in parts:
+            stats = self.trainer.update([s for s in seqs if s.episode_id in part])
+            for k, v in stats.items():
+                out[k] = out.get(k, 0.0) + (v if k in ("tokens", "update_s") else v / n)
+        return out
+
+    def _platform(self, task: TaskSpec, j: int) -> str:
+        options = [p for p in self.platforms if p in task.platforms] or self.platforms
+        return options[j % len(options)]
+
+    async def _rollouts(
+        self, work: list[tuple[Any, TaskSpec, str]], policy: PolicyConfig, what: str
+    ) -> list[Finished]:
+        bar = tqdm(total=len(work), desc=what, unit="ep", leave=False)
+        done = await run_rollouts(
+            self.manager,
+            work,
+            policy,
+            self.engines,
+            self.cfg.concurrency,
+            self.cfg.infra_retries,
+            self.env_cfg.step_timeout_s,
+            on_finished=lambda f: bar.update(1),
+        )
+        bar.close()
+        return done
+
+    def _store(self, name: str, trajs: list[Trajectory]) -> None:
+        path = self.run_dir / "trajectories" / name
+        if path.exists():  # a resumed run redoes work its last checkpoint did not cover
+            shutil.rmtree(path)
+        write_all(path, trajs)
+
+    async def _broadcast(self) -> float:
+        """Sends the trainer's weights to every engine over the weight group; returns seconds."""
+        assert self.trainer is not None
+        self.state.version += 1
+        named = await asyncio.to_thread(self.trainer.weights)
+        t0 = time.perf_counter()
+        refs = [e.receive_weights.remote(self.layout, self.state.version, self.group) for e in self.engines]
+        await asyncio.to_thread(weight_group.send, named, self.layout, self.group)
+        await asyncio.gather(*refs)
+        return time.perf_counter() - t0
+
+    def _advance(self, phase: str, seconds: float) -> None:
+        self.state.phase = phase
+        self.state.seconds = seconds
+        self._checkpoint()
+
+    # -- lifecycle, checkpoints, logging ----------------------------------------------------------------
+    async def _start(self) -> None:
+        import ray
+
+        from maigym_ray.envs.manager import EnvManager
+        from maigym_ray.policy.engine import resolve_model
+
+        torch.manual_seed(self.cfg.seed)
+        # Ray starts workers with one OpenMP thread; the trainer runs while rollouts pause, so it takes them all.
+        torch.set_num_threads(self.cfg.torch_threads or os.cpu_count() or 1)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        all_tasks = list(self.tasks.values())
+        self.manager = (
+            ray.remote(EnvManager).options(num_cpus=0, max_concurrency=1000).remote(self.env_cfg, all_tasks)
+        )
+        started = self.manager.start.remote(wait=True)
+        self.engines = await asyncio.to_thread(start_engines, self.policy)
+        await started
+        model_dir = resolve_model(self.policy.engine.model)
+        if self.trainer_cfg.strategy == "deepspeed":  # ranks in their own processes (trainer_group.py)
+            self.trainer = await asyncio.to_thread(
+                DeepSpeedGroup,
+                model_dir,
+                self.trainer_cfg,
+                self.trainer_cfg.num_workers,
+                self.trainer_cfg.zero_stage,
+                f"file://{Path('/tmp') / f'maigym-ds-{self.group}'}",
+            )
+        else:
+            self.trainer = TorchTrainer(load_model(model_dir), self.trainer_cfg)
+        self.layout = weight_group.layout(self.trainer.weights(), self.cfg.bucket_mb << 20)
+        init = f"file://{Path('/tmp') / f'maigym-{self.group}'}"
+        world = len(self.engines) + 1
+        joins = [
+            e.join_weight_group.remote(world, i + 1, self.group, init) for i, e in enumerate(self.engines)
+        ]
+        await asyncio.to_thread(weight_group.join, world, 0, self.group, init)
+        await asyncio.gather(*joins)
+        if self.cfg.resume and self._load_checkpoint():
+            await self._broadcast()  # the engines start from the base model: give them the checkpoint's
+        self._init_wandb()
+
+    async def _stop(self) -> None:
+        import ray
+
+        if self._wandb is not None:
+            self._wandb.finish()
+        for e in self.engines:
+            await e.shutdown.remote()
+            ray.kill(e)
+        if self.manager is not None:
+            await self.manager.shutdown.remote()
+            ray.kill(self.manager)
+        weight_group.leave(self.group)
+
+    def _checkpoint(self) -> None:
+        """Writes ``checkpoints/ckpt-NNNNN`` (weights, optimizer, reference, state) and then points
+        ``checkpoints/latest`` at it (an atomic rename), so a crash never leaves a half checkpoint behind."""
+        assert self.trainer is not None
+        self.state.sampler = self.sampler.state_dict()
+        root = self.run_dir / "checkpoints"
+        n = len(self.state.history) + _PHASES.index(self.state.phase)
+        path = root / f"ckpt-{n:05d}-{uuid.uuid4().hex[:6]}"
+        path.mkdir(parents=True)
+        self.trainer.save(path / "trainer")
+        (path / "state.json").write_text(json.dumps(asdict(self.state)))
+        tmp = root / "latest.tmp"
+        tmp.write_text(path.name)
+        os.replace(tmp, root / "latest")
+        older = sorted((p for p in root.glob("ckpt-*") if p != path), key=lambda p: p.stat().st_mtime)
+        for old in older[: max(0, len(older) - (self.cfg.keep_checkpoints - 1))]:
+            shutil.rmtree(old, ignore_errors=True)
+
+    def _load_checkpoint(self) -> bool:
+        assert self.trainer is not None
+        latest = self.run_dir / "checkpoints" / "latest"
+        if not latest.exists():
+            return False
+        path = latest.parent / latest.read_text().strip()
+        self.trainer.load(path / "trainer")
+        self.state = RunState(**json.loads((path / "state.json").read_text()))
+        self.state.version -= 1  # the broadcast that follows the load advances it back
+        self.sampler.load_state_dict(self.state.sampler)
+        return True
+
+    def _init_wandb(self) -> None:
+        if self.wandb_mode == "disabled":
+            return
+        import wandb
+
+        self.state.wandb_id = self.state.wandb_id or uuid.uuid4().hex[:12]
+        self._wandb = wandb.init(
+            project=self.wandb_project,
+            id=self.state.wandb_id,
+            resume="allow",
+            mode=self.wandb_mode,
+            dir=str(self.run_dir),
+            config={"driver": asdict(self.cfg), "trainer": asdict(self.trainer_cfg)},
+        )
+
+    def _log(self, metrics: dict[str, Any]) -> None:
+        if "round" in metrics:
+            self.state.history.append(metrics)
+        with (self.run_dir / "metrics.jsonl").open("a") as f:
+            f.write(json.dumps(metrics) + "\n")
+        if self._wandb is not None:
+            self._wandb.log({k: v for k, v in metrics.items() if isinstance(v, int | float)})
+
+    def _report(self) -> dict[str, Any]:
+        h = self.state.heldout
+        return {
+            "heldout_success_before": h.get("before"),
+            "heldout_success_sft": h.get("sft"),
+            "heldout_success_rl": h.get("rl"),
+            "rounds": self.state.round,
+            "seconds": self.state.seconds,
+            "train_tasks": len(self.train_tasks),
+            "heldout_tasks": len(self.test_tasks),
+            "heldout_episodes_per_task": self.cfg.heldout.episodes_per_task,
+            "policy_version": self.state.version,
+            "history": self.state.history,
+        }

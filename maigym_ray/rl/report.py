@@ -1,0 +1,55 @@
+"""The training run's report: ``report.json`` and PNG plots (success per round, reward, loss, KL, update time,
+sync time, and held-out success before training, after SFT and after RL)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+_PANELS = (
+    ("success", "rollout success"),
+    ("reward", "mean reward"),
+    ("loss", "policy loss"),
+    ("kl", "KL to reference"),
+    ("update_s", "update time (s)"),
+    ("sync_s", "weight sync time (s)"),
+)
+
+
+def write_report(run_dir: str | Path, report: dict[str, Any]) -> dict[str, Any]:
+    """Writes ``report.json`` and ``training.png`` / ``heldout.png`` into ``run_dir``; returns the report with
+    the plot paths added."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on servers
+    import matplotlib.pyplot as plt
+
+    run_dir = Path(run_dir)
+    history = report.get("history", [])
+    rounds = [h["round"] for h in history]
+    fig, axes = plt.subplots(2, 3, figsize=(12, 6.5))
+    for ax, (key, title) in zip(axes.flat, _PANELS, strict=True):
+        ax.plot(rounds, [h.get(key, 0.0) for h in history], marker="o", ms=3)
+        ax.set_title(title)
+        ax.set_xlabel("round")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(run_dir / "training.png", dpi=90)
+    plt.close(fig)
+
+    labels = ["before", "sft", "rl"]
+    values = [report.get(f"heldout_success_{k}") or 0.0 for k in labels]
+    fig, ax = plt.subplots(figsize=(4.5, 3.5))
+    ax.bar(["before training", "after SFT", "after RL"], values, color=["#999", "#69c", "#3a6"])
+    for i, v in enumerate(values):
+        ax.text(i, v + 0.01, f"{v:.2f}", ha="center")
+    ax.set_ylim(0, 1.05)
+    ax.set_title("held-out success")
+    fig.tight_layout()
+    fig.savefig(run_dir / "heldout.png", dpi=90)
+    plt.close(fig)
+
+    out = {**report, "plots": ["training.png", "heldout.png"]}
+    (run_dir / "report.json").write_text(json.dumps(out, indent=2))
+    return out

@@ -1,0 +1,136 @@
+"""The debug curriculum: short, composable tasks that a tiny model can learn on a CPU in minutes.
+
+The main job (``cli.train experiment=debug``) has to show real learning on a 2-core machine, so it needs tasks
+whose skills transfer from the training split to held-out tasks. Every task here is "verb an object":
+open one item in the Post (mail) or People (contacts) app, press one action on its page (none for "open"),
+confirm when the app asks, then terminate. Each held-out task pairs an object and a verb that both occur in training tasks, but
+never together: held-out success needs the two skills composed, not a memorised episode.
+
+Every task of an app starts from the same seed (``initial_state``), with eight items per app.
+The verifier reads app state only; the golden solution is written from the (object, verb) pair by a separate
+path and never looks at the verifier.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from maigym_ray.types import TaskSpec
+
+
+@dataclass(frozen=True)
+class _Verb:
+    app: str
+    name: str
+    instruction: str  # format string with {obj}
+    clicks: tuple[str, ...]  # after opening the item
+    match: dict[str, object]  # the item's fields after success
+
+
+_MAIL = {
+    "m1": ("Invoice November", "carol@example.com"),
+    "m2": ("Project kickoff", "dave@example.com"),
+    "m3": ("Weekly deals newsletter", "news@shop.example"),
+    "m4": ("Planning meeting", "erin@example.com"),
+    "m5": ("Flight confirmation", "travel@air.example"),
+    "m6": ("Dinner on Friday", "sara@example.com"),
+    "m7": ("Quarterly report draft", "omar@example.com"),
+    "m8": ("Gym membership renewal", "club@fit.example"),
+}
+_PEOPLE = {
+    "c1": ("Tom Becker", "Becker Bau"),
+    "c2": ("Sara Kim", "Kim Design"),
+    "c3": ("Omar Haddad", "Northwind Logistics"),
+    "c4": ("Old Plumber", "Pipes & Co"),
+    "c5": ("Carol Diaz", "Diaz Accounting"),
+    "c6": ("Nina Patel", "Patel Studio"),
+    "c7": ("Lena Vogel", "Vogel Media"),
+    "c8": ("Paul Weber", "Weber Garden"),
+}
+# One template shape for every verb ("<Verb> the <kind> <object>."): the object always ends the sentence, so
+# where it sits does not depend on the verb, and a small model can learn the two skills apart.
+_VERBS = (
+    _Verb("mail", "open", "Open the email “{obj}”.", (), {"read": True}),
+    _Verb("mail", "star", "Star the email “{obj}”.", ("star",), {"starred": True}),
+    _Verb("mail", "archive", "Archive the email “{obj}”.", ("archive",), {"folder": "archive"}),
+    _Verb("mail", "trash", "Trash the email “{obj}”.", ("delete", "delete-yes"), {"folder": "trash"}),
+    _Verb("contacts", "favorite", "Favourite the contact {obj}.", ("favorite",), {"favorite": True}),
+    _Verb("contacts", "delete", "Delete the contact {obj}.", ("delete", "delete-yes"), {}),
+)
+#: (verb, object id) pairs held out of training; every verb and every object also occurs in training.
+HELDOUT = frozenset(
+    {
+        ("star", "m2"),
+        ("archive", "m4"),
+        ("trash", "m6"),
+        ("star", "m8"),
+        ("favorite", "c2"),
+        ("delete", "c4"),
+        ("favorite", "c6"),
+        ("delete", "c8"),
+    }
+)
+
+
+def _seeds() -> dict[str, dict[str, object]]:
+    """The two apps' states every curriculum task starts from (more items than the default seeds, so that
+    which item to open can only come from reading the instruction)."""
+    messages = [
+        {
+            "id": mid,
+            "folder": "inbox",
+            "from": sender,
+            "to": "alex@example.com",
+            "subject": subject,
+            "body": f"{subject}: details inside.",
+            "date": f"2026-11-{20 + int(mid[1:]):02d}",
+            "read": False,
+            "starred": False,
+        }
+        for mid, (subject, sender) in _MAIL.items()
+    ]
+    contacts = [
+        {
+            "id": cid,
+            "name": name,
+            "phone": f"+49 151 55500{int(cid[1:]):02d}",
+            "email": name.split()[0].lower() + "@example.com",
+            "company": company,
+            "favorite": False,
+        }
+        for cid, (name, company) in _PEOPLE.items()
+    ]
+    return {"mail": {"me": "alex@example.com", "messages": messages}, "contacts": {"contacts": contacts}}
+
+
+def _task(verb: _Verb, oid: str, label: str, seed: dict[str, object]) -> TaskSpec:
+    items, prefix = ("messages", "msg") if verb.app == "mail" else ("contacts", "contact")
+    if verb.match:
+        check = {"op": "exists", "app": verb.app, "path": items, "match": {"id": oid, **verb.match}}
+    else:
+        check = {"op": "absent", "app": verb.app, "path": items, "match": {"id": oid}}
+    golden = (f'click(id="{prefix}-{oid}")', *(f'click(id="{c}")' for c in verb.clicks))
+    return TaskSpec(
+        id=f"cur-{verb.name}-{oid}",
+        instruction=verb.instruction.format(obj=label),
+        apps=(verb.app,),
+        platforms=("web", "mobile_web"),
+        initial_state={verb.app: seed},
+        start_app=verb.app,
+        verifier={"name": "checks", "params": {"checks": [check]}},
+        golden=(*golden, 'terminate(status="success")'),
+        max_steps=len(golden) + 3,
+        tags=("curriculum", verb.name),
+        split="test" if (verb.name, oid) in HELDOUT else "train",
+    )
+
+
+def curriculum_tasks() -> list[TaskSpec]:
+    """Every curriculum task (train and test splits), in a fixed order."""
+    seeds = _seeds()
+    out = []
+    for verb in _VERBS:
+        objects = _MAIL if verb.app == "mail" else _PEOPLE
+        for oid, (label, _) in objects.items():
+            out.append(_task(verb, oid, label, seeds[verb.app]))
+    return out

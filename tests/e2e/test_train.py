@@ -1,0 +1,107 @@
+"""The main training job end to end (real Chromium, real vLLM engine, real Ray, real Parquet), killed after a
+round and resumed: it continues where its last checkpoint left off, with no lost or duplicated trajectories."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from maigym_ray.tasks.curriculum import curriculum_tasks
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+SMALL = [
+    "experiment=debug",
+    "tasks.limit=12",  # 9 train + 3 held-out curriculum tasks
+    "env.pools.web.target_size=2",
+    "env.pools.web.max_size=2",
+    "driver.concurrency=2",
+    "driver.sft.steps=2",
+    "driver.heldout.episodes_per_task=1",
+    "driver.grpo.groups_per_round=2",
+    "sampler.group_size=2",
+    "policy.sampling.max_tokens=12",
+    "wandb.mode=offline",
+]
+
+
+def _train(run_dir: Path, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "WANDB_MODE": "offline", "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "maigym_ray.cli.train", *SMALL, f"output_dir={run_dir}", *extra],
+        cwd=ROOT,
+        env=env,
+        stdout=open(run_dir.parent / f"{run_dir.name}-{len(extra)}.log", "w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group: the kill takes Ray, vLLM and Chromium with it
+    )
+
+
+def _state(run_dir: Path) -> dict:
+    latest = run_dir / "checkpoints" / "latest"
+    if not latest.exists():
+        return {}
+    try:
+        return json.loads((latest.parent / latest.read_text().strip() / "state.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def _episodes(path: Path) -> list[tuple[str, str]]:
+    rows = [r for p in sorted(path.glob("part-*.parquet")) for r in pq.read_table(p).to_pylist()]
+    return [(r["episode_id"], r["task_id"]) for r in rows]
+
+
+def test_train_is_killed_after_a_round_and_resumes_without_losing_or_repeating_work(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    first = _train(run, "driver.grpo.rounds=2")
+    deadline = time.monotonic() + 420
+    while _state(run).get("round", 0) < 1:
+        assert first.poll() is None, (run.parent / "run-1.log").read_text()[-3000:]
+        assert time.monotonic() < deadline, "no round finished in time"
+        time.sleep(0.5)
+    os.killpg(first.pid, signal.SIGKILL)  # after round 0's checkpoint, maybe in the middle of round 1
+    first.wait()
+    round0 = _episodes(run / "trajectories" / "rl" / "round-0000")
+    assert round0 and not (run / "report.json").exists()
+
+    second = _train(run, "driver.grpo.rounds=3", "driver.resume=true")
+    assert second.wait(timeout=420) == 0, (run.parent / "run-2.log").read_text()[-3000:]
+
+    report = json.loads((run / "report.json").read_text())
+    assert report["rounds"] == 3 and report["seconds"] > 0
+    for key in ("heldout_success_before", "heldout_success_sft", "heldout_success_rl"):
+        assert 0.0 <= report[key] <= 1.0
+    assert (run / "training.png").stat().st_size > 0 and (run / "heldout.png").stat().st_size > 0
+    assert [h["round"] for h in report["history"]] == [0, 1, 2]  # no round lost, none done twice
+
+    rounds = sorted(p.name for p in (run / "trajectories" / "rl").iterdir())
+    assert rounds == ["round-0000", "round-0001", "round-0002"]
+    assert _episodes(run / "trajectories" / "rl" / "round-0000") == round0  # kept, not redone
+    all_ids = []
+    for h, name in zip(report["history"], rounds, strict=True):
+        eps = _episodes(run / "trajectories" / "rl" / name)
+        assert len(eps) == h["episodes"]  # every trained episode is on disk
+        all_ids += [e for e, _ in eps]
+    assert len(all_ids) == len(set(all_ids))  # and none is stored twice
+
+    heldout = {t.id for t in curriculum_tasks()[:12] if t.split == "test"}
+    trained = {
+        t
+        for d in ("rl", "sft")
+        for p in (run / "trajectories" / d).rglob("*.parquet")
+        for _, t in _episodes(p.parent)
+    }
+    assert heldout and not heldout & trained  # held-out tasks never enter training
+    versions = [h["version"] for h in report["history"]]
+    assert versions == sorted(versions) and versions[0] >= 1  # weights were broadcast after SFT (and rounds)

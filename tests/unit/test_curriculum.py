@@ -1,0 +1,28 @@
+"""The debug curriculum's split: held-out tasks are new combinations of skills that training teaches."""
+
+from __future__ import annotations
+
+import pytest
+
+from maigym_ray.harness.actions import parse_action
+from maigym_ray.tasks.curriculum import HELDOUT, curriculum_tasks
+from maigym_ray.tasks.pool import TaskPool
+
+pytestmark = pytest.mark.unit
+
+
+def test_every_heldout_verb_and_object_is_trained_but_never_together() -> None:
+    tasks = curriculum_tasks()
+    TaskPool(tasks)  # unique ids
+    train = {tuple(t.id.split("-")[1:]) for t in tasks if t.split == "train"}
+    test = {tuple(t.id.split("-")[1:]) for t in tasks if t.split == "test"}
+    assert test == set(HELDOUT) and not train & test
+    for verb, obj in test:
+        assert any(v == verb for v, _ in train) and any(o == obj for _, o in train)
+
+
+def test_goldens_parse_end_in_terminate_and_fit_the_step_budget() -> None:
+    for t in curriculum_tasks():
+        assert all(parse_action(a) for a in t.golden)
+        assert t.golden[-1] == 'terminate(status="success")' and len(t.golden) < t.max_steps
+        assert t.instruction.endswith(".") and t.verifier["name"] == "checks"

@@ -33,7 +33,6 @@ import gc
 import json
 import os
 import platform
-import random
 import statistics
 import sys
 import time
@@ -48,12 +47,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch
 
-import maigym_ray.rl.trainer as trainer_mod
-from maigym_ray.harness.history import HistoryConfig, prompt_ids
+from maigym_ray.harness.history import HistoryConfig
+from maigym_ray.harness.synthetic import synthetic_trajectories
 from maigym_ray.rl.packing import PackedSequence, micro_batches, pack_step, pack_window
 from maigym_ray.rl.trainer import TorchTrainer, TrainerConfig
 from maigym_ray.rl.weight_sync import flatten, plan_buckets, unflatten
-from maigym_ray.types import Reward, Trajectory, Turn
+from maigym_ray.types import Trajectory
 
 
 @dataclass(frozen=True)
@@ -88,29 +87,9 @@ SIZES = {
 def synthetic(cfg: HistoryConfig, size: Size, seed: int = 0) -> list[Trajectory]:
     """Trajectories whose prompts come from the real history code (token-in/token-out, as the harness
     builds them). The same seed gives the same headers, observations and replies for every ``cfg``."""
-    rng = random.Random(seed)
-    out = []
-    for e in range(size.episodes):
-
-        def tok(n: int) -> list[int]:
-            return [rng.randrange(10, size.vocab - 1) for _ in range(n)]
-
-        header = tok(size.header)
-        obs = [tok(rng.randint(*size.obs)) for _ in range(size.steps)]
-        resp = [tok(size.response) for _ in range(size.steps)]
-        turns = tuple(
-            Turn(
-                t,
-                "wait()",
-                None,
-                prompt_ids=tuple(prompt_ids(header, obs, resp, t, cfg)),
-                response_ids=tuple(resp[t]),
-                logprobs=tuple(-7.0 for _ in resp[t]),
-            )
-            for t in range(size.steps)
-        )
-        out.append(Trajectory(f"ep{e}", "task", "web", turns, Reward(float(e % 2), bool(e % 2))))
-    return out
+    return synthetic_trajectories(
+        cfg, size.episodes, size.steps, size.header, size.obs, size.response, size.vocab - 1, seed
+    )
 
 
 def packings(size: Size) -> dict[str, list[PackedSequence]]:
@@ -167,23 +146,6 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def put_batches_on(device: torch.device) -> None:
-    """TorchTrainer.collate builds CPU tensors and trainer.py has no device argument, so the collate that
-    ``update`` looks up is wrapped here to move each micro-batch to the model's device (trainer.py is not
-    edited; the H2D copy is part of the timed update, as it would be in the trainer)."""
-    if "collate" not in TorchTrainer.update.__code__.co_names:  # the wrap below would silently do nothing
-        raise RuntimeError("TorchTrainer.update no longer calls trainer.collate: update put_batches_on()")
-    base = trainer_mod.collate
-    if getattr(base, "_moves_to", None) == device:
-        return
-
-    def collate(seqs: list[PackedSequence], pad_id: int = 0) -> dict[str, torch.Tensor]:
-        return {k: v.to(device, non_blocking=True) for k, v in base(seqs, pad_id).items()}
-
-    collate._moves_to = device  # type: ignore[attr-defined]
-    trainer_mod.collate = collate
-
-
 OOM_ERRORS: tuple[type[BaseException], ...] = (getattr(torch.cuda, "OutOfMemoryError", RuntimeError),)
 
 
@@ -233,7 +195,6 @@ def update_part(model: Any, size: Size, budget: int, device: torch.device, deadl
     """Part 1: window-wise against step-wise packing. On an out-of-memory error the whole comparison is
     redone at half the token budget (both packings always share one budget)."""
     packs = packings(size)
-    put_batches_on(device)
     oom_budgets: list[int] = []
     while True:
         try:

@@ -14,39 +14,22 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import random
 import statistics
 import sys
 from pathlib import Path
 
 import torch
 
-from maigym_ray.harness.history import HistoryConfig, prompt_ids
+from maigym_ray.harness.history import HistoryConfig
+from maigym_ray.harness.synthetic import synthetic_trajectories
 from maigym_ray.rl.packing import pack_step, pack_window
 from maigym_ray.rl.trainer import TorchTrainer, TrainerConfig
-from maigym_ray.types import Reward, Trajectory, Turn
+from maigym_ray.types import Trajectory
 
 
 def synthetic(cfg: HistoryConfig, episodes: int, steps: int, seed: int = 0) -> list[Trajectory]:
-    rng = random.Random(seed)
-    out = []
-    for e in range(episodes):
-        header = [rng.randrange(10, 2500) for _ in range(450)]
-        obs = [[rng.randrange(10, 2500) for _ in range(rng.randint(300, 400))] for _ in range(steps)]
-        resp = [[rng.randrange(10, 2500) for _ in range(64)] for _ in range(steps)]
-        turns = tuple(
-            Turn(
-                t,
-                "wait()",
-                None,
-                prompt_ids=tuple(prompt_ids(header, obs, resp, t, cfg)),
-                response_ids=tuple(resp[t]),
-                logprobs=tuple(-7.0 for _ in resp[t]),
-            )
-            for t in range(steps)
-        )
-        out.append(Trajectory(f"ep{e}", "task", "web", turns, Reward(float(e % 2), bool(e % 2))))
-    return out
+    """~450-token headers, 300-400-token observations, 64-token replies (the tiny model's vocabulary)."""
+    return synthetic_trajectories(cfg, episodes, steps, 450, (300, 400), 64, 2500, seed)
 
 
 def timed_update(model, seqs, cfg: TrainerConfig, repeats: int) -> float:

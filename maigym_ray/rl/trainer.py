@@ -211,9 +211,11 @@ class TorchTrainer:
         total_tokens, total_seqs = max(1.0, tokens), max(1.0, live)
         loss_sum = kl_sum = clip_sum = 0.0
         self.opt.zero_grad(set_to_none=True)
+        device = next(self.model.parameters()).device  # batches are collated on the CPU
         for mb in micro_batches(seqs, self.cfg.token_budget):
+            batch = {k: v.to(device, non_blocking=True) for k, v in collate(mb).items()}
             out = micro_batch_loss(
-                self.model, collate(mb), self.cfg, total_tokens, total_seqs, self.ref_model, objective
+                self.model, batch, self.cfg, total_tokens, total_seqs, self.ref_model, objective
             )
             out.loss.backward()
             loss_sum += float(out.loss.detach())

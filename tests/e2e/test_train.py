@@ -105,3 +105,18 @@ def test_train_is_killed_after_a_round_and_resumes_without_losing_or_repeating_w
     assert heldout and not heldout & trained  # held-out tasks never enter training
     versions = [h["version"] for h in report["history"]]
     assert versions == sorted(versions) and versions[0] >= 1  # weights were broadcast after SFT (and rounds)
+
+
+def test_train_with_the_deepspeed_strategy(tmp_path):
+    """``trainer.strategy=deepspeed``: two ZeRO-2 rank actors (gloo on CPU) train the SFT warm-up and the
+    rounds, rank 0's weights reach the engine, and the checkpoint is DeepSpeed's own."""
+    run = tmp_path / "ds"
+    run.mkdir()
+    proc = _train(run, "driver.grpo.rounds=1", "trainer.strategy=deepspeed", "trainer.num_workers=2")
+    assert proc.wait(timeout=420) == 0, (run.parent / "ds-3.log").read_text()[-3000:]
+    report = json.loads((run / "report.json").read_text())
+    assert report["rounds"] == 1 and report["policy_version"] >= 1
+    sft = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert any(m.get("phase") == "sft" and m["sft_loss"] > 0 for m in sft)
+    latest = run / "checkpoints" / (run / "checkpoints" / "latest").read_text().strip() / "trainer"
+    assert (latest / "latest").exists()  # DeepSpeed's checkpoint tag file

@@ -6,7 +6,7 @@ Two Ray actors (a trainer rank and an engine rank) join a torch gloo group throu
 rendezvous with ``GLOO_SOCKET_IFNAME=lo``, so every socket is on loopback (torch's TCPStore would listen on
 all interfaces). The same model-shaped set of tensors is broadcast per tensor (plain gloo) and in flat buckets through
 the driver's own path (maigym_ray/rl/weight_group.py: a ray.util.collective gloo group on top of that
-process group, the next bucket flattened while the current one is on the wire). ``loopback_copy_gbps`` is the raw bandwidth of moving the same bytes between
+process group). ``loopback_copy_gbps`` is the raw bandwidth of moving the same bytes between
 the same two processes over a loopback TCP socket: the physical limit the broadcast runs against.
 """
 
@@ -89,18 +89,20 @@ class Rank:
         weight_group.join(2, self.rank, "bench", init)
 
     def bucketed(self, bucket_mb: int) -> float:
-        """The product's path (rl/weight_group.py): flat buckets over the ray.util.collective gloo group, the
-        next bucket flattened while the current one is on the wire, views on the receiver."""
+        """The product's path (rl/weight_group.py): flat buckets over the ray.util.collective gloo group,
+        views into each received bucket on the receiver."""
         from maigym_ray.rl import weight_group
 
         named = [(str(i), t) for i, t in enumerate(self.tensors)]
         buckets = weight_group.layout(named, bucket_mb << 20)
+        if getattr(self, "buffers_mb", None) != bucket_mb:  # kept between syncs, as the engine actor does
+            self.buffers, self.buffers_mb = weight_group.receive_buffers(buckets), bucket_mb
         self.dist.barrier()
         t0 = time.perf_counter()
         if self.rank == 0:
             weight_group.send(named, buckets, "bench")
         else:
-            self.received = weight_group.receive(buckets, "bench")
+            self.received = weight_group.receive(buckets, "bench", self.buffers)
         self.dist.barrier()
         return time.perf_counter() - t0
 

@@ -83,6 +83,7 @@ class EngineActor:
         self.engine_id = engine_id
         self.engine: Any = None
         self.version = 0
+        self._buffers: list[Any] = []  # weight-broadcast receive buffers
         self.model_dir = ""
         self._cpu = False
 
@@ -191,8 +192,12 @@ class EngineActor:
         from maigym_ray.policy.weight_receiver import encode_bucket
         from maigym_ray.rl import weight_group
 
+        if [(b["numel"], b["dtype"]) for b in buckets] != [
+            (t.numel(), str(t.dtype)[6:]) for t in self._buffers
+        ]:
+            self._buffers = weight_group.receive_buffers(buckets)  # kept: every later sync reuses them
         t0 = time.perf_counter()
-        received = await asyncio.to_thread(weight_group.receive, buckets, group_name)
+        received = await asyncio.to_thread(weight_group.receive, buckets, group_name, self._buffers)
         t1 = time.perf_counter()
         encoded = [encode_bucket([n for n, _ in b], [t for _, t in b]) for b in received]
         out = await self.update_weights(encoded, version)

@@ -87,7 +87,7 @@ class DriverConfig:
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
     heldout: HeldoutConfig = field(default_factory=HeldoutConfig)
     #: weight-broadcast bucket size, MB.
-    bucket_mb: int = 64
+    bucket_mb: int = 8
     #: episodes run at once (one leased env each).
     concurrency: int = 4
     #: retries of an episode that hit an infrastructure failure.

@@ -17,6 +17,7 @@ import json
 import os
 import random
 import shutil
+import tempfile
 import time
 import uuid
 from dataclasses import asdict, dataclass, field, replace
@@ -34,7 +35,7 @@ from maigym_ray.rl.packing import PackedSequence, pack
 from maigym_ray.rl.report import write_report
 from maigym_ray.rl.sampler import AdaptiveSampler, SamplerConfig
 from maigym_ray.rl.trainer import TorchTrainer, TrainerConfig
-from maigym_ray.rl.trainer_group import DeepSpeedGroup, load_model
+from maigym_ray.rl.trainer_group import DeepSpeedGroup
 from maigym_ray.rollout import Finished, run_rollouts, start_engines
 from maigym_ray.types import TaskSpec, Trajectory
 
@@ -374,12 +375,15 @@ class Driver:
                 self.trainer_cfg,
                 self.trainer_cfg.num_workers,
                 self.trainer_cfg.zero_stage,
-                f"file://{Path('/tmp') / f'maigym-ds-{self.group}'}",
+                f"file://{self._rendezvous('ds')}",
             )
         else:
-            self.trainer = TorchTrainer(load_model(model_dir), self.trainer_cfg)
+            from transformers import AutoModelForCausalLM
+
+            model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+            self.trainer = TorchTrainer(model, self.trainer_cfg)
         self.layout = weight_group.layout(self.trainer.weights(), self.cfg.bucket_mb << 20)
-        init = f"file://{Path('/tmp') / f'maigym-{self.group}'}"
+        init = f"file://{self._rendezvous('weights')}"
         world = len(self.engines) + 1
         joins = [
             e.join_weight_group.remote(world, i + 1, self.group, init) for i, e in enumerate(self.engines)
@@ -389,6 +393,10 @@ class Driver:
         if self.cfg.resume and self._load_checkpoint():
             await self._broadcast()  # the engines start from the base model: give them the checkpoint's
         self._init_wandb()
+
+    def _rendezvous(self, name: str) -> Path:
+        """A fresh file for a ``file://`` rendezvous (it must not exist yet; removed again in ``_stop``)."""
+        return Path(tempfile.gettempdir()) / f"maigym-{name}-{self.group}"
 
     async def _stop(self) -> None:
         import ray
@@ -402,6 +410,10 @@ class Driver:
             await self.manager.shutdown.remote()
             ray.kill(self.manager)
         weight_group.leave(self.group)
+        if isinstance(self.trainer, DeepSpeedGroup):
+            self.trainer.shutdown()
+        for name in ("weights", "ds"):
+            self._rendezvous(name).unlink(missing_ok=True)
 
     def _checkpoint(self) -> None:
         """Writes ``checkpoints/ckpt-NNNNN`` (weights, optimizer, reference, state) and then points

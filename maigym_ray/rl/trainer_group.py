@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 import os
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -150,9 +149,9 @@ class DeepSpeedGroup:
 
         ray.get([w.load.remote(str(path)) for w in self.workers])
 
+    def shutdown(self) -> None:
+        """Stops the rank actors (they hold the ranks' process group and its rendezvous file)."""
+        import ray
 
-def load_model(model_dir: str) -> Any:
-    """The HF causal LM of ``model_dir`` in float32 (the plain-torch strategy's model)."""
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+        for w in self.workers:
+            ray.kill(w)

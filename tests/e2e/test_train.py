@@ -89,10 +89,18 @@ def test_train_is_killed_after_a_round_and_resumes_without_losing_or_repeating_w
     assert rounds == ["round-0000", "round-0001", "round-0002"]
     assert _episodes(run / "trajectories" / "rl" / "round-0000") == round0  # kept, not redone
     all_ids = []
+    served = 1  # the SFT warm-up's broadcast
     for h, name in zip(report["history"], rounds, strict=True):
         eps = _episodes(run / "trajectories" / "rl" / name)
         assert len(eps) == h["episodes"]  # every trained episode is on disk
         all_ids += [e for e, _ in eps]
+        versions = {
+            r["policy_version"]
+            for p in (run / "trajectories" / "rl" / name).glob("*.parquet")
+            for r in pq.read_table(p, columns=["policy_version"]).to_pylist()
+        }
+        assert versions == {served}  # each trajectory records the weights that produced it
+        served = h["version"]
     assert len(all_ids) == len(set(all_ids))  # and none is stored twice
 
     heldout = {t.id for t in curriculum_tasks()[:12] if t.split == "test"}

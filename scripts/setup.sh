@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
-APT_PKGS="chromium chromium-headless-shell libvirt-dev pkg-config xvfb xdotool"
+APT_PKGS="chromium chromium-headless-shell libvirt-dev pkg-config xvfb xdotool openbox xterm mousepad docker.io adb busybox-static"
 missing=""
 for p in $APT_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
@@ -19,9 +19,9 @@ PY=${PYTHON:-python3}
 stamp=.venv/.maigym-stamp
 want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "[setup] pip install -e .[cpu,dev]  (first run takes a few minutes)"
+  echo "[setup] pip install -e .[cpu,dev,android,desktop]  (first run takes a few minutes)"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[cpu,dev]"
+  .venv/bin/python -m pip install -q -e ".[cpu,dev,android,desktop]"
   .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
   echo "$want" > "$stamp"
 fi

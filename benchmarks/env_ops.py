@@ -8,6 +8,13 @@ EnvActor), measured one operation at a time with all N instances alive; ``concur
 instance at once (2 cores here, so latency there is mostly queueing). Memory is PSS summed over every process
 of the env actors and the shared browser (Chromium, Playwright drivers, the actors) divided by N.
 Top-level fields describe the default mode; ``modes`` holds every mode measured.
+
+    python benchmarks/env_ops.py --backend desktop --instances 2 [--quick] [--json out.json]
+
+For the desktop backend (Xvfb provider) the modes are ``keep_browser`` (reset kills the editor and terminal,
+restores home and wipes the session Chromium over DevTools) and ``relaunch`` (reset also starts a new Chromium).
+Memory there adds each desktop's X server, window manager, guest agent and Chromium. ``wait`` steps of golden
+solutions are performed but not timed (they sleep by design).
 """
 
 from __future__ import annotations
@@ -25,11 +32,13 @@ import ray
 
 import maigym_ray  # noqa: F401  (sets the loopback Ray environment before ray is imported)
 from maigym_ray.cluster import init_ray
-from maigym_ray.config import EnvManagerConfig, PoolConfig, WebBackendConfig
+from maigym_ray.config import DesktopBackendConfig, EnvManagerConfig, PoolConfig, WebBackendConfig
 from maigym_ray.envs.manager import EnvManager
 from maigym_ray.tasks.pool import TaskPool
 
-DEFAULT_MODE = {"web": "shared"}
+DEFAULT_MODE = {"web": "shared", "desktop": "keep_browser"}
+#: modes measured when --modes is not given.
+DEFAULT_MODES = {"web": "shared,per_env", "desktop": "keep_browser,relaunch"}
 
 
 def _kind(p: psutil.Process) -> str:
@@ -69,19 +78,27 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else 0.0
 
 
-async def measure(mode: str, n: int, rounds: int, platform: str) -> dict:
-    cfg = EnvManagerConfig(
-        pools={
-            platform: PoolConfig(
-                platform=platform,
-                target_size=n,
-                max_size=n,
-                recycle_after=0,
-                web=WebBackendConfig(platform=platform, browser=mode),
-            )
-        },
-        health_interval_s=60,
-    )
+async def measure(mode: str, n: int, rounds: int, platform: str, backend: str = "web") -> dict:
+    if backend == "desktop":
+        # keep_browser: reset wipes the session Chromium over DevTools; relaunch: reset starts a new Chromium
+        pool = PoolConfig(
+            platform="desktop",
+            backend="desktop",
+            target_size=n,
+            max_size=n,
+            recycle_after=0,
+            desktop=DesktopBackendConfig(keep_browser=mode == "keep_browser"),
+        )
+    else:
+        pool = PoolConfig(
+            platform=platform,
+            target_size=n,
+            max_size=n,
+            recycle_after=0,
+            web=WebBackendConfig(platform=platform, browser=mode),
+        )
+    slow = {"start_timeout_s": 180.0, "reset_timeout_s": 60.0} if backend == "desktop" else {}
+    cfg = EnvManagerConfig(pools={platform: pool}, health_interval_s=60, **slow)
     tasks = [t for t in TaskPool.builtin() if platform in t.platforms]
     mgr = ray.remote(EnvManager).options(num_cpus=0, max_concurrency=1000).remote(cfg, TaskPool(tasks))
     t0 = time.perf_counter()
@@ -101,7 +118,7 @@ async def measure(mode: str, n: int, rounds: int, platform: str) -> dict:
             await actor.reset.remote(task)
             resets.append(time.perf_counter() - t)
             for g in task.golden[:6]:
-                if g.startswith("answer("):
+                if g.startswith(("answer(", "wait(")):  # no device work: not an environment latency
                     continue
                 t = time.perf_counter()
                 res = await actor.step.remote(g)
@@ -119,7 +136,8 @@ async def measure(mode: str, n: int, rounds: int, platform: str) -> dict:
         for g in task.golden:
             t = time.perf_counter()
             await actor.step.remote(g)
-            out.append(time.perf_counter() - t)
+            if not g.startswith("wait("):
+                out.append(time.perf_counter() - t)
         return out
 
     t = time.perf_counter()
@@ -162,16 +180,20 @@ async def measure(mode: str, n: int, rounds: int, platform: str) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
-    ap.add_argument("--backend", default="web", choices=["web"])
-    ap.add_argument("--platform", default="web", choices=["web", "mobile_web"])
+    ap.add_argument("--backend", default="web", choices=["web", "desktop"])
+    ap.add_argument(
+        "--platform", default="", choices=["", "web", "mobile_web", "desktop"], help="default: per backend"
+    )
     ap.add_argument("--instances", type=int, default=16)
-    ap.add_argument("--modes", default="shared,per_env")
+    ap.add_argument("--modes", default="", help="web: shared,per_env; desktop: keep_browser,relaunch")
     ap.add_argument("--quick", action="store_true", help="fewer rounds; finishes in about a minute")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     init_ray()
     rounds = 2 if args.quick else 5
-    modes = {m: asyncio.run(measure(m, args.instances, rounds, args.platform)) for m in args.modes.split(",")}
+    args.platform = args.platform or ("desktop" if args.backend == "desktop" else "web")
+    names = (args.modes or DEFAULT_MODES[args.backend]).split(",")
+    modes = {m: asyncio.run(measure(m, args.instances, rounds, args.platform, args.backend)) for m in names}
     default = DEFAULT_MODE[args.backend] if DEFAULT_MODE[args.backend] in modes else next(iter(modes))
     out = {
         **{k: v for k, v in modes[default].items()},

@@ -37,8 +37,11 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict[str, Any]:
     if cfg.tasks.split:
         raise ConfigError("tasks.split must be empty for training: set train_split / heldout_split instead")
     pool = load_tasks(cfg.tasks)
-    train_tasks = list(pool.filter(split=cfg.train_split))
-    test_tasks = list(pool.filter(split=cfg.heldout_split))
+    # Only tasks that some configured pool can run: a desktop task needs a desktop pool (as in eval).
+    platforms = {p.platform for p in cfg.env.pools.values()}
+    runnable = [t for t in pool if platforms & set(t.platforms)]
+    train_tasks = [t for t in runnable if t.split == cfg.train_split]
+    test_tasks = [t for t in runnable if t.split == cfg.heldout_split]
     if not train_tasks or not test_tasks:
         raise ConfigError(
             f"the pool has {len(train_tasks)} {cfg.train_split!r} and {len(test_tasks)} {cfg.heldout_split!r} "

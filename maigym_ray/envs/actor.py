@@ -43,7 +43,29 @@ def build_backend(
         else:
             app_handle = LocalApps(apps, app_bind)
         return WebBackend(pool.web, app_handle, page)
-    raise ConfigError(f"backend {pool.backend!r} is not available; available: web")
+    if pool.backend == "android":
+        from maigym_ray.envs.backends.android import AndroidBackend
+        from maigym_ray.envs.backends.web import LocalApps
+
+        if node is not None:
+            from maigym_ray.envs.remote import RemoteApps
+
+            android_apps: Any = RemoteApps(node, apps)
+        else:
+            android_apps = LocalApps(apps, app_bind)
+        return AndroidBackend(pool.android, android_apps)
+    if pool.backend == "desktop":
+        from maigym_ray.envs.backends.desktop import DesktopBackend, build_provider
+        from maigym_ray.envs.backends.web import LocalApps
+
+        if node is not None:  # the desktop's Chromium reaches the node's AppServer (app_bind)
+            from maigym_ray.envs.remote import RemoteApps
+
+            desktop_apps: Any = RemoteApps(node, apps)
+        else:
+            desktop_apps = LocalApps(apps, app_bind)
+        return DesktopBackend(pool.desktop, desktop_apps, build_provider(pool.desktop))
+    raise ConfigError(f"backend {pool.backend!r} is not available; available: web, android, desktop")
 
 
 # Modules Ray's serializer imports only to register serializers for their types (Ray Data's Arrow tables,

@@ -157,3 +157,18 @@ def test_curriculum_goldens_and_demonstrations_solve_every_task_live(tmp_path):
     assert all(t.reward.success and not t.infra_failed for t in trajs)
     for t in trajs:
         assert all(u.prompt_ids and u.response_ids and u.response_ids[-1] == 2 for u in t.turns)  # <|im_end|>
+
+
+def test_eval_mixed_platforms_reports_each(tmp_path):
+    # backends=mix: web, mobile-web and desktop pools in one run; each task goes to a pool of its platforms.
+    proc = _run(tmp_path, "backends=mix", "tasks.apps=[contacts]", "concurrency=3", "wandb.mode=disabled")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = pq.read_table(tmp_path / "results.parquet").to_pylist()
+    by_platform: dict[str, list[bool]] = {}
+    for r in rows:
+        by_platform.setdefault(r["platform"], []).append(r["success"])
+    # the 5 contacts tasks on web and on mobile web, plus the desktop task that uses Contacts and a file
+    assert {p: len(v) for p, v in by_platform.items()} == {"web": 5, "mobile_web": 5, "desktop": 1}
+    assert not any(r["infra_failed"] for r in rows)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["by_platform"] == {"desktop": 1.0, "mobile_web": 1.0, "web": 1.0}

@@ -329,6 +329,8 @@ def _initial_states(task: TaskSpec) -> dict[str, Any]:
     for name, app in make_apps(task.apps).items():
         app.seed(task.initial_state.get(name, {}))
         states[name] = app.state()
+    if "desktop" in task.platforms:  # the desktop backend adds the home directory's files to the state
+        states["desktop"] = {"files": list(task.initial_state.get("desktop", {}).get("files", []))}
     return states
 
 
@@ -347,7 +349,7 @@ def test_builtin_task_verifier_is_well_formed(task: TaskSpec) -> None:
     assert len(verifier.checks) >= 1
     for check in verifier.checks:
         if check["op"] in ("exists", "absent"):
-            assert check["app"] in task.apps
+            assert check["app"] in task.apps or (check["app"] == "desktop" and "desktop" in task.platforms)
 
 
 @pytest.mark.parametrize(

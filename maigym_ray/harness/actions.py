@@ -239,7 +239,9 @@ def parse_action(text: str) -> Action:
     cur = _Cursor(text)
     name = cur.match(_NAME, "an action name")
     if name not in ACTIONS:
-        raise ActionParseError(f"unknown action {name[:30]!r}; valid: {', '.join(ACTIONS)}")
+        # No list of valid names: the system prompt documents every action, and repeating the 14 names after
+        # each failed step would put ~45 tokens of duplicated docs into the history every time.
+        raise ActionParseError(f"unknown action {name[:30]!r}: use one of the actions the instructions list")
     cur.expect("(")
     args: dict[str, Any] = {}
     if cur.peek() != ")":

@@ -193,9 +193,11 @@ class Driver:
         assert self.trainer is not None
         t0 = time.perf_counter()
         plan = self.sampler.plan(self.cfg.grpo.groups_per_round)
+        # A group runs on one platform (its advantages compare attempts of the same task and device); with
+        # several platforms configured, groups alternate between them across the round and from round to round.
         work = [
-            ((tid, j), self.tasks[tid], self._platform(self.tasks[tid], j))
-            for tid, n in plan
+            ((tid, j), self.tasks[tid], self._platform(self.tasks[tid], r * len(plan) + g))
+            for g, (tid, n) in enumerate(plan)
             for j in range(n)
         ]
         done = await self._rollouts(work, self.policy, f"round {r}")

@@ -120,8 +120,21 @@ def test_train_with_the_deepspeed_strategy(tmp_path):
     rounds, rank 0's weights reach the engine, and the checkpoint is DeepSpeed's own."""
     run = tmp_path / "ds"
     run.mkdir()
-    proc = _train(run, "driver.grpo.rounds=1", "trainer.strategy=deepspeed", "trainer.num_workers=2")
-    assert proc.wait(timeout=420) == 0, (run.parent / "ds-3.log").read_text()[-3000:]
+    # backends=web_mix as well: the training pool mixes platforms, one platform per GRPO group.
+    proc = _train(
+        run, "driver.grpo.rounds=1", "trainer.strategy=deepspeed", "trainer.num_workers=2", "backends=web_mix"
+    )
+    assert proc.wait(timeout=420) == 0, (run.parent / "ds-4.log").read_text()[-3000:]
+    rl = [
+        r
+        for p in sorted((run / "trajectories" / "rl").rglob("part-*.parquet"))
+        for r in pq.read_table(p).to_pylist()
+    ]
+    platforms: dict[str, set[str]] = {}
+    for r in rl:
+        platforms.setdefault(r["task_id"], set()).add(r["platform"])
+    assert all(len(p) == 1 for p in platforms.values()), platforms  # one platform per group
+    assert set().union(*platforms.values()) == {"web", "mobile_web"}
     report = json.loads((run / "report.json").read_text())
     assert report["rounds"] == 1 and report["policy_version"] >= 1
     sft = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]

@@ -151,24 +151,24 @@ async def test_files_are_confined_to_home(agent):
 async def test_exec_runs_argv_without_a_shell_and_kills_on_timeout(agent):
     c = client(agent)
     try:
-        res = await c.exec(["echo", "$HOME", "a b"])
+        res = await c.run_command(["echo", "$HOME", "a b"])
         assert res == {**res, "rc": 0, "stdout": "$HOME a b\n", "timed_out": False}  # no shell expansion
-        res = await c.exec("echo $HOME", shell=True)
+        res = await c.run_command("echo $HOME", shell=True)
         assert res["stdout"].strip() == str(agent["home"].resolve())
-        res = await c.exec(["sh", "-c", "echo oops >&2; exit 3"])
+        res = await c.run_command(["sh", "-c", "echo oops >&2; exit 3"])
         assert res["rc"] == 3 and res["stderr"] == "oops\n"
         pid_file = agent["home"] / "pid"
         t0 = time.monotonic()
-        res = await c.exec(["sh", "-c", f"echo $$ > {pid_file}; sleep 30 & wait"], timeout_s=0.5)
+        res = await c.run_command(["sh", "-c", f"echo $$ > {pid_file}; sleep 30 & wait"], timeout_s=0.5)
         assert res["timed_out"] and res["rc"] != 0 and time.monotonic() - t0 < 5
         pid = int(pid_file.read_text())
         time.sleep(0.1)
         with pytest.raises(ProcessLookupError):  # the whole process group was killed
             os.kill(pid, 0)
         with pytest.raises(BackendError, match="400"):
-            await c.exec("echo not-argv")  # a string without shell=true is refused
+            await c.run_command("echo not-argv")  # a string without shell=true is refused
         with pytest.raises(PermissionError):
-            await c.exec(["pwd"], cwd="/etc")
+            await c.run_command(["pwd"], cwd="/etc")
     finally:
         await c.close()
 

@@ -506,7 +506,7 @@ class Agent:
             shutil.copytree(self.home_template, self.home, symlinks=True, dirs_exist_ok=True)
 
     # -- exec and files -------------------------------------------------------------------------------------
-    async def exec(
+    async def run_command(
         self,
         argv: list[str] | str,
         timeout_s: float = 30.0,
@@ -648,7 +648,7 @@ def make_app(agent: Agent) -> web.Application:
     async def run(r: web.Request) -> web.Response:
         b = await body(r)
         timeout = min(float(b.get("timeout_s", 30.0)), 600.0)
-        res = await agent.exec(
+        res = await agent.run_command(
             b["argv"], timeout, bool(b.get("shell", False)), b.get("cwd", ""), b.get("stdin", "")
         )
         return web.json_response(res)

@@ -108,7 +108,7 @@ class AgentClient:
         obs["png"] = base64.b64decode(obs["png"]) if obs.get("png") else b""
         return data["error"], obs
 
-    async def exec(
+    async def run_command(
         self,
         argv: list[str] | str,
         timeout_s: float = 30.0,

@@ -21,19 +21,9 @@ from maigym_ray.errors import BackendError
 from maigym_ray.types import Action
 
 _SNAPSHOT_JS = (Path(__file__).parent / "dom_snapshot.js").read_text()
-_FIND_JS = """(id) => {
-  const sel = `[data-mg-ref="${CSS.escape(id)}"], [data-mg-id="${CSS.escape(id)}"]`;
-  for (const el of document.querySelectorAll(sel)) {
-    if (el.getAttribute('data-mg-ref') && el.getAttribute('data-mg-ref') !== id) continue;
-    let r = el.getBoundingClientRect();
-    if (r.width <= 0 || r.height <= 0) continue;
-    if (r.top < 0 || r.bottom > innerHeight || r.left < 0 || r.right > innerWidth) {
-      el.scrollIntoView({block: 'center', inline: 'center'}); r = el.getBoundingClientRect();
-    }
-    return {x: r.left + r.width / 2, y: r.top + r.height / 2};
-  }
-  return null;
-}"""
+# The element an action targets, scrolled into view, as its centre plus the viewport size in CSS pixels (shared
+# with the desktop's Chromium, which maps it to screen pixels).
+_FIND_JS = (Path(__file__).parent / "find_element.js").read_text()
 _FOCUSED_EDITABLE_JS = """() => { const el = document.activeElement; return !!el && (el.isContentEditable ||
   el.tagName === 'TEXTAREA' || (el.tagName === 'INPUT' && !['radio','checkbox','submit','button'].includes(el.type))); }"""
 # Resolves once the scroll position has not moved for a few frames (a fling has ended), or after 1 s.

@@ -22,19 +22,7 @@ from typing import Any
 from maigym_ray.envs.desktop.cdp import CDP, CDPError
 
 _SNAPSHOT_JS = (Path(__file__).parent.parent / "backends" / "dom_snapshot.js").read_text()
-_FIND_JS = """(id) => {
-  const sel = `[data-mg-ref="${CSS.escape(id)}"], [data-mg-id="${CSS.escape(id)}"]`;
-  for (const el of document.querySelectorAll(sel)) {
-    if (el.getAttribute('data-mg-ref') && el.getAttribute('data-mg-ref') !== id) continue;
-    let r = el.getBoundingClientRect();
-    if (r.width <= 0 || r.height <= 0) continue;
-    if (r.top < 0 || r.bottom > innerHeight || r.left < 0 || r.right > innerWidth) {
-      el.scrollIntoView({block: 'center', inline: 'center'}); r = el.getBoundingClientRect();
-    }
-    return {x: r.left + r.width / 2, y: r.top + r.height / 2, iw: innerWidth, ih: innerHeight};
-  }
-  return null;
-}"""
+_FIND_JS = (Path(__file__).parent.parent / "backends" / "find_element.js").read_text()
 # Installed in every document: counts input events that reached the page and marks a document navigation that
 # an input started (form submit, link click), so the agent can tell when X input has landed and settled.
 _PROBE_JS = """(() => {

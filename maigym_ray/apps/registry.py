@@ -3,17 +3,41 @@
 from __future__ import annotations
 
 from maigym_ray.apps.app import App
+from maigym_ray.apps.bank import BankApp
 from maigym_ray.apps.calendar import CalendarApp
 from maigym_ray.apps.contacts import ContactsApp
 from maigym_ray.apps.food import FoodApp
+from maigym_ray.apps.hotel import HotelApp
+from maigym_ray.apps.library import LibraryApp
 from maigym_ray.apps.mail import MailApp
+from maigym_ray.apps.notes import NotesApp
+from maigym_ray.apps.parcel import ParcelApp
+from maigym_ray.apps.plants import PlantsApp
 from maigym_ray.apps.ride import RideApp
 from maigym_ray.apps.train import TrainApp
 from maigym_ray.errors import ConfigError
 
 APP_CLASSES: dict[str, type[App]] = {
-    cls.name: cls for cls in (TrainApp, RideApp, FoodApp, MailApp, CalendarApp, ContactsApp)
+    cls.name: cls
+    for cls in (
+        TrainApp,
+        RideApp,
+        FoodApp,
+        MailApp,
+        CalendarApp,
+        ContactsApp,
+        NotesApp,
+        BankApp,
+        HotelApp,
+        ParcelApp,
+        LibraryApp,
+        PlantsApp,
+    )
 }
+
+#: Invented apps that exist only for the ``ood_app`` split: no training task ever touches them, so success on
+#: them measures transfer to an unseen app, not recall.
+NOVEL_APPS: tuple[str, ...] = ("parcel", "library", "plants")
 
 
 def check_app_names(names: list[str] | tuple[str, ...]) -> None:

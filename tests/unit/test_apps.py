@@ -12,7 +12,7 @@ import pytest
 
 from maigym_ray.apps.app import App
 from maigym_ray.apps.host import SECRET_HEADER, AppHost, state_json
-from maigym_ray.apps.registry import APP_CLASSES, check_app_names, make_apps
+from maigym_ray.apps.registry import APP_CLASSES, NOVEL_APPS, check_app_names, make_apps
 from maigym_ray.errors import AppError, ConfigError
 
 pytestmark = pytest.mark.unit
@@ -27,11 +27,17 @@ UNKNOWN_RECORD = {
     "mail": "/mail/message/m999",
     "calendar": "/calendar/event/e999",
     "contacts": "/contacts/contact/c999",
+    "notes": "/notes/note/n999",
+    "bank": "/bank/tx/t999",
+    "hotel": "/hotel/booking/S999",
+    "parcel": "/parcel/parcel/P999",
+    "library": "/library/loan/L999",
+    "plants": "/plants/plant/pl999",
 }
 
 
 def _wrong_type_value(want: type) -> Any:
-    return 12345 if want is not int else "not a number"
+    return 12345 if want not in (int, float) else "not a number"
 
 
 def _mutate(data: dict[str, Any]) -> None:
@@ -53,8 +59,16 @@ def _mutate(data: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------------------------------------------
 
 
-def test_registry_has_the_six_apps() -> None:
-    assert set(APP_NAMES) == {"train", "ride", "food", "mail", "calendar", "contacts"}
+def test_registry_has_the_twelve_apps() -> None:
+    assert set(APP_NAMES) == {"train", "ride", "food", "mail", "calendar", "contacts"} | {
+        "notes",
+        "bank",
+        "hotel",
+        "parcel",
+        "library",
+        "plants",
+    }
+    assert set(NOVEL_APPS) < set(APP_NAMES) and len(NOVEL_APPS) == 3
     for name, cls in APP_CLASSES.items():
         assert cls.name == name
         assert issubclass(cls, App)

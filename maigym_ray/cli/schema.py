@@ -104,9 +104,87 @@ class TrainConfig:
     name: str = "train"
 
 
+@dataclass
+class LLMSynthConfig:
+    """Optional LLM-assisted synthesis through any OpenAI-compatible endpoint (off when ``base_url`` is "")."""
+
+    #: the endpoint, e.g. "http://127.0.0.1:8000/v1"; "" turns LLM assistance off.
+    base_url: str = ""
+    #: the model name the endpoint serves.
+    model: str = ""
+    #: the environment variable holding the API key ("" = no key).
+    api_key_env: str = "OPENAI_API_KEY"
+    #: instruction paraphrases asked for per task (each is validated like any task before it enters the pool).
+    paraphrases: int = 1
+    #: tasks whose instruction is paraphrased (the first N validated train tasks).
+    max_tasks: int = 50
+    #: seconds per request.
+    timeout_s: float = 60.0
+
+
+def _validation_env() -> EnvManagerConfig:
+    # Validation only needs the state and the element ids: no screenshots (faster steps, less memory).
+    cfg = EnvManagerConfig()
+    cfg.pools["web"].web.screenshot = False
+    return cfg
+
+
+@dataclass
+class SynthConfig:
+    """``python -m maigym_ray.cli.synth``: worlds -> templates -> planned goldens -> live validation -> pool."""
+
+    ray: RayConfig = field(default_factory=RayConfig)
+    #: the environments validation runs on (web pool, screenshots off).
+    env: EnvManagerConfig = field(default_factory=_validation_env)
+    llm: LLMSynthConfig = field(default_factory=LLMSynthConfig)
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+    #: how many worlds, and the seed of the first (world k has seed first_world + k).
+    worlds: int = 50
+    first_world: int = 0
+    #: templates to use ([] = all; see maigym_ray/synth/templates.py and cross_app.py).
+    templates: list[str] = field(default_factory=list)
+    #: every test_every-th world's tasks on the training apps are the ``test`` split (0 = none).
+    test_every: int = 5
+    #: validate on live instances (false: the in-process pre-check only; the pool is marked unvalidated).
+    validate: bool = True
+    #: environments validating at once.
+    concurrency: int = 4
+    #: retries of a task that hit an infrastructure failure (on a fresh instance).
+    infra_retries: int = 1
+    #: where the pool goes; "" = Hydra's run directory.
+    output_dir: str = ""
+    #: a name for the run.
+    name: str = "synth"
+
+
+@dataclass
+class DiagnoseConfig:
+    """``python -m maigym_ray.cli.diagnose``: group an eval run's failures, synthesise more for the weakest."""
+
+    #: the eval run's results.parquet.
+    results: str = ""
+    #: the pool the eval ran (a synthesised pool.parquet).
+    pool: str = ""
+    #: how many of the weakest (app, template, tier) groups get new tasks.
+    weakest: int = 3
+    #: new worlds synthesised for them (their seeds follow the pool's highest world seed).
+    worlds: int = 5
+    #: groups with fewer episodes than this are not ranked.
+    min_episodes: int = 2
+    ray: RayConfig = field(default_factory=RayConfig)
+    env: EnvManagerConfig = field(default_factory=_validation_env)
+    #: validate the new tasks on live instances.
+    validate: bool = True
+    concurrency: int = 4
+    #: where the new pool version goes; "" = next to ``pool`` (pool_v<N+1>.parquet).
+    output: str = ""
+
+
 def register() -> None:
     """Registers the schemas so ``conf/*.yaml`` can name them in their defaults lists."""
     cs = ConfigStore.instance()
     cs.store(name="eval_schema", node=EvalConfig)
     cs.store(name="collect_schema", node=CollectConfig)
     cs.store(name="train_schema", node=TrainConfig)
+    cs.store(name="synth_schema", node=SynthConfig)
+    cs.store(name="diagnose_schema", node=DiagnoseConfig)

@@ -32,7 +32,7 @@ class Element:
     attrs: dict[str, str]
     text: str = ""
     form: int = -1  # index into Page.forms, -1 when outside a form
-    row: str = ""  # visible text of the list item or table row holding it (a result's other columns)
+    row: str = ""  # visible text of the list item, table row or label holding it (a result's other columns)
 
 
 @dataclass
@@ -41,6 +41,7 @@ class Form:
 
     method: str
     action: str
+    id: str = ""
     fields: list[tuple[str, str, str]] = field(default_factory=list)  # (name, value, mg_id or "")
 
 
@@ -73,7 +74,9 @@ class _Parser(HTMLParser):
         if tag in ("style", "script", "title"):
             self._skip += 1
         if tag == "form":
-            self.forms.append(Form(attrs.get("method", "get").lower(), attrs.get("action", "")))
+            self.forms.append(
+                Form(attrs.get("method", "get").lower(), attrs.get("action", ""), attrs.get("id", ""))
+            )
             self._form = len(self.forms) - 1
         mg = attrs.get("data-mg-id")
         el = Element(mg, tag, attrs, form=self._form) if mg else None
@@ -81,7 +84,7 @@ class _Parser(HTMLParser):
             self.elements.setdefault(mg, el)  # type: ignore[arg-type]
             if self._rows:
                 self._rows[-1][2].append(el)
-        if tag in ("li", "tr"):
+        if tag in ("li", "tr", "label"):
             self._rows.append((tag, [], []))
         if self._form >= 0 and tag in ("input", "textarea", "select") and attrs.get("name"):
             kind = attrs.get("type", "text")
@@ -100,7 +103,7 @@ class _Parser(HTMLParser):
             self._skip = max(0, self._skip - 1)
         if tag == "form":
             self._form = -1
-        if tag in ("li", "tr") and self._rows:
+        if tag in ("li", "tr", "label") and self._rows:
             _, text, members = self._rows.pop()
             for el in members:
                 el.row = " ".join("".join(text).split())
@@ -226,7 +229,9 @@ class Screens:
         clicked_radio = {
             e.attrs.get("name", ""): e.attrs.get("value", "on")
             for e in self.page.elements.values()
-            if e.form == button.form and e.attrs.get("type") == "radio" and e.mg_id in self._typed
+            if e.attrs.get("type") == "radio"
+            and e.mg_id in self._typed
+            and (e.form == button.form or (form.id and e.attrs.get("form") == form.id))
         }
         pairs: list[tuple[str, str]] = []
         for name, value, mg in form.fields:
@@ -246,12 +251,11 @@ class Screens:
         """The id of the element whose id starts with ``prefix`` and whose visible text contains ``text``
         (case-insensitive). Several matches: the one whose text is shortest (the closest match)."""
         want = text.casefold()
-        hits = [
-            e for e in self.page.elements.values() if e.mg_id.startswith(prefix) and want in e.text.casefold()
-        ]
+        shown = {e.mg_id: e.row if e.tag == "input" else e.text for e in self.page.elements.values()}
+        hits = [i for i, t in shown.items() if i.startswith(prefix) and want in t.casefold()]
         if not hits:
             raise TaskError(f"no {prefix}* element shows {text!r} on {self.page.path}")
-        return min(hits, key=lambda e: len(e.text)).mg_id
+        return min(hits, key=lambda i: len(shown[i]))
 
     def rows(self, prefix: str) -> list[tuple[str, str]]:
         """(id, text) of every element whose id starts with ``prefix``, in page order."""

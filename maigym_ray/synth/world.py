@@ -194,6 +194,7 @@ class World:
     loans: tuple[dict[str, Any], ...]
     plants: tuple[dict[str, Any], ...]
     balance: float
+    home_address: str
 
     def to_json(self) -> str:
         """Canonical JSON of every fact (the determinism check compares these bytes)."""
@@ -331,7 +332,20 @@ class World:
                 "holds": [],
             },
             "plants": {"plants": [dict(p) for p in self.plants], "log": []},
+            "food": {"address": self.home_address},
+            "ride": {"places": [{"name": n, "address": a, "x": x, "y": y} for n, a, x, y in self.places()]},
         }
+
+    def places(self) -> list[tuple[str, str, float, float]]:
+        """The ride app's saved places: home, and the places the calendar's events happen at."""
+        return [
+            ("Home", self.home_address, 0.0, 0.0),
+            ("Office", f"5 {STREETS[1]}", 3.0, 4.0),
+            ("Central Station", "1 Station Place", 6.0, 8.0),
+            ("City Gym", f"88 {STREETS[2]}", 1.0, 2.0),
+            ("Cafe Luna", f"17 {STREETS[3]}", 2.0, 5.0),
+            ("Airport", "Terminal 1", 12.0, 16.0),
+        ]
 
 
 def _date(day: int) -> str:
@@ -413,22 +427,10 @@ def make_world(seed: int) -> World:
         eco = float(rng.randrange(29, 99))
         trains.append(Train(tid, home_city, city, main.date, dep, _add_minutes(dep, dur), eco, eco + 40))
     if sum(t.arr < main.start for t in trains) < 2:  # make the "arrives before" choice a real choice
-        main = Event(
-            main.title,
-            main.date,
-            max(t.arr for t in trains[:3]) if trains else start,
-            main.end,
-            main.location,
-            0,
-        )
-        main = Event(
-            main.title,
-            main.date,
-            _add_minutes(main.start, 15),
-            _add_minutes(main.start, 105),
-            main.location,
-            0,
-        )
+        h, mnt = map(int, sorted(t.arr for t in trains)[1].split(":"))
+        slot = (h * 60 + mnt) // 30 * 30 + 60  # the next half hour after the second arrival, plus 30 min
+        start = f"{slot // 60:02d}:{slot % 60:02d}"
+        main = Event(main.title, main.date, start, _add_minutes(start, 90), main.location, 0)
     for k in range(2):  # the way back the next day, and a near-date distractor
         tid = f"ICE{rng.randrange(100, 999)}"
         while tid in used:
@@ -578,4 +580,5 @@ def make_world(seed: int) -> World:
         loans=loans,
         plants=plants,
         balance=float(rng.randrange(1200, 4000)),
+        home_address=f"{rng.randrange(1, 99)} {rng.choice(STREETS)}",
     )

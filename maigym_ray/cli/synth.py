@@ -1,0 +1,234 @@
+"""``python -m maigym_ray.cli.synth``: synthesise a validated task pool from seeded worlds.
+
+worlds -> templates -> planned golden solutions (in-process pre-check) -> [LLM paraphrases] -> live validation
+on EnvManager instances in parallel -> ``pool.parquet`` with the ``train``, ``test`` and ``ood_app`` splits.
+Also writes ``rejected.jsonl`` (every rejected task with its reason), ``summary.txt`` (counts by app, template,
+tier and split) and ``report.json`` (the figures ``benchmarks/synth.py`` reads), and prints the rejection rate
+and the reasons.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import Counter
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
+
+import maigym_ray  # noqa: F401  (loopback Ray settings before ray is imported)
+from maigym_ray.cli.schema import SynthConfig, register
+from maigym_ray.config import validate_manager_config
+from maigym_ray.errors import InfraError, TaskError
+from maigym_ray.synth.generate import Rejection, generate
+from maigym_ray.synth.validation import Verdict, validate_all
+from maigym_ray.tasks.pool import TaskPool
+from maigym_ray.types import Reward, StepResult, TaskSpec
+
+register()
+
+
+class ManagerEnv:
+    """One EnvManager lease as a :class:`~maigym_ray.synth.validation.LiveEnv`; Ray failures become InfraError."""
+
+    def __init__(self, manager: Any, lease: str) -> None:
+        self.manager = manager
+        self.lease = lease
+
+    async def _call(self, op: str, *args: Any) -> Any:
+        import ray
+
+        try:
+            return await getattr(self.manager, op).remote(self.lease, *args)
+        except (TaskError, InfraError):
+            raise
+        except ray.exceptions.RayError as exc:  # a dead actor, a lost object: infrastructure
+            raise InfraError(f"{op} on {self.lease}: {exc}") from exc
+
+    async def reset(self, task: TaskSpec) -> Any:
+        return await self._call("reset", task)
+
+    async def step(self, action: str) -> StepResult:
+        return await self._call("step", action)
+
+    async def evaluate(self) -> Reward:
+        return await self._call("evaluate")
+
+    async def state(self) -> dict[str, Any]:
+        return await self._call("state")
+
+
+async def validate_live(
+    cfg: SynthConfig, tasks: list[TaskSpec], desc: str = "validate"
+) -> tuple[list[Verdict], dict[str, Any]]:
+    """Validates ``tasks`` on a fresh EnvManager (web pool); returns the verdicts and the manager's metrics."""
+    import ray
+
+    from maigym_ray.cluster import init_ray
+    from maigym_ray.envs.manager import EnvManager
+
+    validate_manager_config(cfg.env)
+    init_ray(cfg.ray)
+    manager = ray.remote(EnvManager).options(num_cpus=0, max_concurrency=1000).remote(cfg.env)
+    await manager.start.remote(wait=True)
+    bar = tqdm(total=len(tasks), desc=desc, unit="task")
+    ok = 0
+
+    async def lease() -> ManagerEnv:
+        (lid,) = await manager.request.remote(1, "web")
+        return ManagerEnv(manager, lid)
+
+    async def release(env: ManagerEnv, broken: bool) -> None:
+        if broken:
+            await manager.report_failure.remote(env.lease, "infrastructure failure during validation")
+        await manager.release.remote(env.lease)
+
+    def seen(v: Verdict) -> None:
+        nonlocal ok
+        ok += v.ok
+        bar.update(1)
+        bar.set_postfix(valid=f"{ok}/{bar.n}")
+
+    try:
+        verdicts = await validate_all(tasks, lease, release, cfg.concurrency, cfg.infra_retries, seen)
+        metrics = await manager.metrics.remote()
+    finally:
+        bar.close()
+        await manager.shutdown.remote()
+        ray.kill(manager)
+    return verdicts, metrics
+
+
+def summary_table(tasks: list[TaskSpec]) -> str:
+    """Counts by app, template, tier and split."""
+
+    def tag(t: TaskSpec, key: str) -> str:
+        return next((x.split(":", 1)[1] for x in t.tags if x.startswith(key + ":")), "?")
+
+    lines = []
+    splits = sorted({t.split for t in tasks})
+    for title, key in (("app", None), ("template", "template"), ("tier", "tier")):
+        counts: Counter[tuple[str, str]] = Counter()
+        for t in tasks:
+            for k in t.apps if key is None else (tag(t, key),):
+                counts[(k, t.split)] += 1
+        names = sorted({k for k, _ in counts})
+        lines.append(f"{title:22s} " + " ".join(f"{s:>8s}" for s in splits) + f" {'all':>8s}")
+        for n in names:
+            row = [counts[(n, s)] for s in splits]
+            lines.append(f"{n:22s} " + " ".join(f"{c:8d}" for c in row) + f" {sum(row):8d}")
+        lines.append("")
+    lines.append(f"{'total':22s} " + " ".join(f"{sum(t.split == s for t in tasks):8d}" for s in splits))
+    return "\n".join(lines)
+
+
+def write_pool(
+    out_dir: Path,
+    tasks: list[TaskSpec],
+    rejected: list[Rejection],
+    report: dict[str, Any],
+    pool_name: str = "pool.parquet",
+) -> Path:
+    """Writes the pool, the rejections, the summary table and the report; returns the pool's path."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pool_path = out_dir / pool_name
+    TaskPool(tasks).save(pool_path)
+    with (out_dir / "rejected.jsonl").open("w") as f:
+        for r in rejected:
+            f.write(json.dumps(asdict(r)) + "\n")
+    (out_dir / "summary.txt").write_text(summary_table(tasks) + "\n")
+    (out_dir / "report.json").write_text(json.dumps(report, indent=2))
+    return pool_path
+
+
+async def synthesize(cfg: SynthConfig, out_dir: Path, world_seeds: list[int] | None = None) -> dict[str, Any]:
+    """The whole pipeline; returns the report (also written to ``out_dir/report.json``)."""
+    t0 = time.perf_counter()
+    seeds = (
+        world_seeds if world_seeds is not None else list(range(cfg.first_world, cfg.first_world + cfg.worlds))
+    )
+    candidates, rejected = generate(
+        tqdm(seeds, desc="worlds", unit="world"), cfg.templates or None, cfg.test_every
+    )
+    t_gen = time.perf_counter() - t0
+    if cfg.llm.base_url:
+        from maigym_ray.synth.llm import LLMParaphraser
+
+        para = LLMParaphraser(cfg.llm)
+        extra, errors = await para.paraphrase_all(
+            [t for t in candidates if t.split == "train"][: cfg.llm.max_tasks]
+        )
+        candidates += extra
+        rejected += errors
+    metrics: dict[str, Any] = {}
+    if cfg.validate and candidates:
+        verdicts, metrics = await validate_live(cfg, candidates)
+        by_id = {v.task_id: v for v in verdicts}
+        valid = [t for t in candidates if by_id[t.id].ok]
+        infra = [by_id[t.id] for t in candidates if by_id[t.id].reason == "infra_failure"]
+        rejected += [
+            Rejection(v.task_id, v.task_id.rsplit("-w", 1)[0], v.reason, v.detail)
+            for v in verdicts
+            if not v.ok and v.reason != "infra_failure"
+        ]
+    else:
+        valid, infra = candidates, []
+        valid = [replace(t, tags=(*t.tags, "unvalidated")) for t in valid] if not cfg.validate else valid
+    seconds = time.perf_counter() - t0
+    apps = sorted({a for t in valid for a in t.apps})
+    total = len(valid) + len(rejected)
+    report = {
+        "name": cfg.name,
+        "worlds": len(seeds),
+        "tasks_validated": len(valid) if cfg.validate else 0,
+        "tasks": len(valid),
+        "validated_live": cfg.validate,
+        "apps": len(apps),
+        "app_names": apps,
+        "cross_app_share": sum("cross_app" in t.tags for t in valid) / max(1, len(valid)),
+        "by_split": dict(Counter(t.split for t in valid)),
+        "templates": len({t.tags[0] for t in valid}),
+        "rejected": len(rejected),
+        "rejection_rate": len(rejected) / max(1, total),
+        "rejected_by_reason": dict(Counter(r.reason for r in rejected)),
+        "infra_failures": len(infra),
+        "generate_s": t_gen,
+        "seconds": seconds,
+        "validate_step_p50_s": metrics.get("latency", {}).get("step", {}).get("p50_s"),
+    }
+    write_pool(out_dir, valid, rejected, report)
+    return report
+
+
+def print_report(report: dict[str, Any], out_dir: Path) -> None:
+    """The closing lines: counts, rejection rate and reasons."""
+    print((out_dir / "summary.txt").read_text())
+    print(
+        f"tasks={report['tasks']} validated={report['tasks_validated']} apps={report['apps']} "
+        f"cross_app_share={report['cross_app_share']:.2f} splits={report['by_split']} "
+        f"seconds={report['seconds']:.0f}"
+    )
+    print(f"rejection rate {report['rejection_rate']:.3f} ({report['rejected']} tasks); reasons:")
+    for reason, n in sorted(report["rejected_by_reason"].items(), key=lambda kv: -kv[1]):
+        print(f"  {reason:32s} {n}")
+    if report["infra_failures"]:
+        print(f"infrastructure failures (not rejections, not in the pool): {report['infra_failures']}")
+    print(f"pool: {out_dir / 'pool.parquet'}")
+
+
+@hydra.main(config_path="../../conf", config_name="synth", version_base="1.3")
+def main(dcfg: DictConfig) -> None:
+    """Hydra entry point."""
+    cfg: SynthConfig = OmegaConf.to_object(dcfg)  # type: ignore[assignment]
+    out_dir = Path(cfg.output_dir or hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
+    report = asyncio.run(synthesize(cfg, out_dir))
+    print_report(report, out_dir)
+
+
+if __name__ == "__main__":
+    main()

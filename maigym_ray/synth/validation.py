@@ -7,7 +7,8 @@ For one task on one leased environment:
 3. the verifier must now give 1 (``golden_misses_goal``);
 4. reset again: the state must equal the first snapshot, compared by hash (``reset_not_equal``).
 
-A task file error (a bad seed) is ``bad_task``. Infrastructure failures (a crashed browser, a dead actor, a
+A task file error (a bad seed) is ``bad_task``; a verifier that raises, or hangs and is killed by the
+sandbox, is ``verifier_error``. Infrastructure failures (a crashed browser, a dead actor, a
 timeout) are not verdicts on the task: :func:`validate_all` retries the task on a fresh lease and, if it still
 fails, reports it as ``infra_failure``, kept apart from the rejections. Plain Python over the :class:`LiveEnv`
 protocol; the caller (``cli/synth.py``) provides one backed by the Ray EnvManager.
@@ -75,14 +76,20 @@ async def validate(env: LiveEnv, task: TaskSpec) -> Verdict:
     except TaskError as exc:
         return verdict("bad_task", str(exc))
     before = await env.state()
-    r0 = await env.evaluate()
+    try:
+        r0 = await env.evaluate()
+    except TaskError as exc:  # a verifier that raises, hangs (killed by the sandbox) or is malformed
+        return verdict("verifier_error", str(exc))
     if r0.success:
         return verdict("verifier_passes_initial_state", r0.reason)
     for i, act in enumerate(task.golden):
         res = await env.step(act)
         if res.observation.last_action_error:
             return verdict("golden_action_failed", f"action {i} {act}: {res.observation.last_action_error}")
-    r1 = await env.evaluate()
+    try:
+        r1 = await env.evaluate()
+    except TaskError as exc:
+        return verdict("verifier_error", str(exc))
     if not r1.success:
         return verdict("golden_misses_goal", r1.reason)
     await env.reset(task)

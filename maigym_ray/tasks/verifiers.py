@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from maigym_ray.errors import TaskError
+from maigym_ray.tasks.sandbox import CodeVerifier
 from maigym_ray.types import Reward
 
 
@@ -136,6 +137,10 @@ def _check_list(checks: Any) -> tuple[dict[str, Any], ...]:
 
 VERIFIER_BUILDERS: dict[str, Callable[[dict[str, Any]], Verifier]] = {
     "checks": lambda p: ChecksVerifier(_check_list(p.get("checks"))),
+    # Synthesised code: only ever run in a sandboxed child process (tasks/sandbox.py).
+    "code": lambda p: CodeVerifier(
+        p.get("code"), float(p.get("timeout_s", 2.0)), int(p.get("memory_mb", 256))
+    ),
 }
 
 

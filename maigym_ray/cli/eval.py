@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 import maigym_ray  # noqa: F401  (loopback Ray settings before ray is imported)
 from maigym_ray.cli.schema import EvalConfig, TasksConfig, register
-from maigym_ray.config import POLICY_KINDS, check_choice, validate_manager_config
+from maigym_ray.config import POLICY_KINDS, RayConfig, check_choice, validate_manager_config
 from maigym_ray.errors import ConfigError
 from maigym_ray.tasks.curriculum import curriculum_tasks
 from maigym_ray.tasks.pool import TaskPool
@@ -53,9 +53,17 @@ RESULT_SCHEMA = pa.schema(
 )
 
 
-def load_tasks(cfg: TasksConfig) -> TaskPool:
-    """The task pool a TasksConfig selects."""
-    if cfg.pool == "builtin":
+def load_tasks(cfg: TasksConfig, run_dir: Path | None = None, ray_cfg: RayConfig | None = None) -> TaskPool:
+    """The task pool a TasksConfig selects; a "synth:" pool is synthesised into ``run_dir/pool`` first."""
+    if cfg.pool.startswith("synth:"):
+        from maigym_ray.cli.synth import synthesized_pool
+
+        if run_dir is None:
+            raise ConfigError(f"tasks.pool={cfg.pool!r} needs a run directory to write the pool to")
+        names = cfg.pool.split(":", 1)[1]
+        templates = [] if names == "all" else [n for n in names.split(",") if n]
+        pool = synthesized_pool(templates, cfg.synth_worlds, run_dir / "pool", ray_cfg or RayConfig())
+    elif cfg.pool == "builtin":
         pool = TaskPool.builtin()
     elif cfg.pool == "curriculum":
         pool = TaskPool(curriculum_tasks())
@@ -110,6 +118,26 @@ def success_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def split_success(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Success rate and episode count per task split (train / test / ood_app ...), infra failures excluded."""
+    out: dict[str, dict[str, float]] = {}
+    for split in sorted({r["split"] for r in rows}):
+        scored = [r for r in rows if r["split"] == split and not r["infra_failed"]]
+        out[split] = {
+            "success_rate": sum(r["success"] for r in scored) / len(scored) if scored else 0.0,
+            "episodes": len(scored),
+        }
+    return out
+
+
+def split_table(rows: list[dict[str, Any]]) -> str:
+    """Success by split, as printed after the app table."""
+    lines = [f"{'split':12s} {'success':>8s} {'episodes':>9s}"]
+    for split, v in split_success(rows).items():
+        lines.append(f"{split:12s} {v['success_rate']:8.2f} {int(v['episodes']):9d}")
+    return "\n".join(lines)
+
+
 async def evaluate(
     cfg: EvalConfig, out_dir: Path, on_trajectory: Any = None, keep_screenshots: bool = False
 ) -> dict[str, Any]:
@@ -123,7 +151,8 @@ async def evaluate(
 
     validate_manager_config(cfg.env)
     check_choice("policy.kind", cfg.policy.kind, POLICY_KINDS)
-    tasks = load_tasks(cfg.tasks)
+    # In a thread: a "synth:" pool runs its own event loop (synthesis validates on its own EnvManager).
+    tasks = await asyncio.to_thread(load_tasks, cfg.tasks, out_dir, cfg.ray)
     platforms = sorted({p.platform for p in cfg.env.pools.values()})
     work = [
         (t, plat, e)
@@ -190,6 +219,7 @@ async def evaluate(
             / max(1, sum(1 for r in scored if r["platform"] == p))
             for p in platforms
         },
+        "by_split": split_success(rows),
         "prefix_cache_hit_rate": (sum(c["hits"] for c in cache) / max(1.0, sum(c["queries"] for c in cache)))
         if cache
         else None,
@@ -199,7 +229,7 @@ async def evaluate(
         },
     }
     (out_dir / "report.json").write_text(json.dumps(report, indent=2))
-    table = success_table(rows)
+    table = success_table(rows) + "\n\n" + split_table(rows)
     (out_dir / "success_table.txt").write_text(table + "\n")
     print(table)
     _log_wandb(cfg, out_dir, report, rows)

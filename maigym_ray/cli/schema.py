@@ -21,8 +21,12 @@ class TasksConfig:
     """Which tasks to run."""
 
     #: "builtin" (the hand-written tasks shipped with the apps), "curriculum" (the debug training curriculum,
-    #: see tasks/curriculum.py) or a .parquet / .jsonl file or folder.
+    #: see tasks/curriculum.py), a .parquet / .jsonl file or folder, or "synth:<template>[,<template>...]"
+    #: ("synth:all" = the default templates): synthesised and validated live at the start of the run, into
+    #: <run dir>/pool/ (a resumed run reuses it).
     pool: str = "builtin"
+    #: worlds synthesised for a "synth:" pool (the curriculum template needs only one).
+    synth_worlds: int = 1
     #: keep only this split ("" = all).
     split: str = ""
     #: keep only tasks on these apps ([] = all).
@@ -78,7 +82,8 @@ def _engine_policy() -> PolicyConfig:
 
 
 def _curriculum() -> TasksConfig:
-    return TasksConfig(pool="curriculum")
+    # The curriculum template run through synthesis: planned goldens, live validation, a Parquet pool.
+    return TasksConfig(pool="synth:curriculum")
 
 
 @dataclass
@@ -123,9 +128,11 @@ class LLMSynthConfig:
 
 
 def _validation_env() -> EnvManagerConfig:
-    # Validation only needs the state and the element ids: no screenshots (faster steps, less memory).
+    # Validation only needs the state and the element ids: no screenshots (faster steps, less memory); two
+    # resets per task would recycle instances every 25 tasks at the default, so recycle far less often.
     cfg = EnvManagerConfig()
     cfg.pools["web"].web.screenshot = False
+    cfg.pools["web"].recycle_after = 1000
     return cfg
 
 

@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 import maigym_ray  # noqa: F401  (loopback Ray settings before ray is imported)
 from maigym_ray.cli.schema import SynthConfig, register
-from maigym_ray.config import validate_manager_config
+from maigym_ray.config import RayConfig, validate_manager_config
 from maigym_ray.errors import InfraError, TaskError
 from maigym_ray.synth.generate import Rejection, generate
 from maigym_ray.synth.validation import Verdict, validate_all
@@ -203,6 +203,22 @@ async def synthesize(cfg: SynthConfig, out_dir: Path, world_seeds: list[int] | N
     }
     write_pool(out_dir, valid, rejected, report)
     return report
+
+
+def synthesized_pool(templates: list[str], worlds: int, out_dir: Path, ray_cfg: RayConfig) -> TaskPool:
+    """A pool synthesised (and validated live) into ``out_dir``; an existing ``out_dir/pool.parquet`` from the
+    same templates and worlds (a resumed run) is loaded instead."""
+    path, key = out_dir / "pool.parquet", out_dir / "request.json"
+    request = json.dumps({"templates": templates, "worlds": worlds})
+    if path.exists() and key.exists() and key.read_text() == request:
+        return TaskPool.load(path)
+    cfg = SynthConfig(ray=ray_cfg, worlds=worlds, templates=templates, name="synth-for-run")
+    report = asyncio.run(synthesize(cfg, out_dir))
+    if report["infra_failures"]:
+        raise InfraError(f"{report['infra_failures']} tasks hit infrastructure failures during validation")
+    print(f"synthesised pool: {report['tasks']} tasks {report['by_split']}, rejected {report['rejected']}")
+    key.write_text(request)
+    return TaskPool.load(path)
 
 
 def print_report(report: dict[str, Any], out_dir: Path) -> None:

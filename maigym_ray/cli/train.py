@@ -36,7 +36,8 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict[str, Any]:
         raise ConfigError(f"training needs policy.kind=engine (got {cfg.policy.kind!r})")
     if cfg.tasks.split:
         raise ConfigError("tasks.split must be empty for training: set train_split / heldout_split instead")
-    pool = load_tasks(cfg.tasks)
+    started_here = not ray.is_initialized()
+    pool = load_tasks(cfg.tasks, run_dir, cfg.ray)
     # Only tasks that some configured pool can run: a desktop task needs a desktop pool (as in eval).
     platforms = {p.platform for p in cfg.env.pools.values()}
     runnable = [t for t in pool if platforms & set(t.platforms)]
@@ -47,7 +48,6 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict[str, Any]:
             f"the pool has {len(train_tasks)} {cfg.train_split!r} and {len(test_tasks)} {cfg.heldout_split!r} "
             "tasks; training needs both"
         )
-    started_here = not ray.is_initialized()
     init_ray(cfg.ray)
     try:
         driver = (

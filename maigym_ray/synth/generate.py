@@ -21,9 +21,9 @@ from typing import Any
 
 from maigym_ray.apps.registry import NOVEL_APPS, make_apps
 from maigym_ray.errors import AppError, TaskError
-from maigym_ray.synth import cross_app  # noqa: F401  (registers the cross-app templates)
+from maigym_ray.synth import cross_app, curriculum  # noqa: F401  (they register their templates)
 from maigym_ray.synth.planner import plan_golden
-from maigym_ray.synth.templates import TEMPLATES, Draft
+from maigym_ray.synth.templates import DEFAULT_TEMPLATES, TEMPLATES, Draft
 from maigym_ray.synth.world import World, make_world
 from maigym_ray.tasks.verifiers import run_verifier
 from maigym_ray.types import TaskSpec
@@ -60,8 +60,8 @@ def _initial_states(seeds: dict[str, Any], apps: tuple[str, ...]) -> dict[str, A
 
 def draft_to_task(draft: Draft, world: World, k: int, test_every: int) -> TaskSpec | Rejection:
     """Plans one draft and pre-checks it in-process; a TaskSpec, or the Rejection that says why not."""
-    task_id = f"{draft.template}-w{world.seed}-{k}"
-    seeds = {app: world.seeds()[app] for app in draft.apps}
+    task_id = draft.task_id or f"{draft.template}-w{world.seed}-{k}"
+    seeds = draft.seeds if draft.seeds is not None else {app: world.seeds()[app] for app in draft.apps}
     verifier = {"name": "checks", "params": {"checks": [dict(c) for c in draft.checks]}}
     try:
         golden, final = plan_golden(draft.plan, seeds, draft.apps[0], draft.apps)
@@ -86,7 +86,7 @@ def draft_to_task(draft: Draft, world: World, k: int, test_every: int) -> TaskSp
         start_app=draft.apps[0],
         verifier=verifier,
         golden=tuple(golden),
-        max_steps=max(8, 2 * len(golden) + 2),
+        max_steps=draft.max_steps or max(8, 2 * len(golden) + 2),
         tags=(
             f"template:{draft.template}",
             f"tier:{t}",
@@ -94,8 +94,9 @@ def draft_to_task(draft: Draft, world: World, k: int, test_every: int) -> TaskSp
             "cross_app" if len(draft.apps) > 1 else "single_app",
             f"scenario:{world.scenario}",
             f"world:{world.seed}",
+            *draft.tags,
         ),
-        split=split_of(draft.apps, world.seed, test_every),
+        split=draft.split or split_of(draft.apps, world.seed, test_every),
     )
 
 
@@ -103,7 +104,7 @@ def drafts_for(world: World, templates: Iterable[str] | None = None) -> list[Dra
     """Every template's drafts for ``world``; each template gets its own seeded RNG (stable when the template
     set changes)."""
     out: list[Draft] = []
-    for name in templates or sorted(TEMPLATES):
+    for name in templates or sorted(DEFAULT_TEMPLATES):
         fn, _ = TEMPLATES[name]
         out += fn(world, random.Random(f"{world.seed}:{name}"))
     return out
@@ -113,7 +114,7 @@ def generate(
     world_seeds: Iterable[int], templates: Iterable[str] | None = None, test_every: int = 5
 ) -> tuple[list[TaskSpec], list[Rejection]]:
     """Candidate tasks of the given worlds, pre-checked in-process, and the rejections."""
-    names = list(templates) if templates is not None else sorted(TEMPLATES)
+    names = list(templates) if templates is not None else sorted(DEFAULT_TEMPLATES)
     unknown = [n for n in names if n not in TEMPLATES]
     if unknown:
         raise TaskError(f"unknown template(s) {unknown}; valid: {', '.join(sorted(TEMPLATES))}")

@@ -16,7 +16,7 @@ Steps (all plain data, plus small pure functions for choices and arithmetic over
 - ``Type(id, text)``: ``text`` may name variables as ``{var}``;
 - ``Read(regex, names)``: the regex's groups over the page's visible text become variables;
 - ``Compute(name, fn)``: ``vars[name] = fn(vars)`` (the day after a date, a time plus 90 minutes);
-- ``Answer(text)``: the final ``answer`` action (``{var}`` allowed).
+- ``Answer(text)``: the final ``answer`` action (``{var}`` allowed); ``Terminate()``: ``terminate(status=...)``.
 """
 
 from __future__ import annotations
@@ -92,7 +92,12 @@ class Answer:
     text: str
 
 
-Step = Open | Click | ClickText | ClickRow | Type | Read | Compute | Answer
+@dataclass(frozen=True)
+class Terminate:
+    """The final ``terminate(status="success")`` (tasks whose episodes end by declaring success)."""
+
+
+Step = Open | Click | ClickText | ClickRow | Type | Read | Compute | Answer | Terminate
 
 
 def action(verb: str, **args: str) -> str:
@@ -152,6 +157,8 @@ def plan_golden(
             env.update(zip(step.names, m.groups(), strict=True))
         elif isinstance(step, Compute):
             env[step.name] = step.fn(env)
+        elif isinstance(step, Terminate):
+            out.append(action("terminate", status="success"))
         elif isinstance(step, Answer):
             answer = _fill(step.text, env)
             out.append(action("answer", text=answer))

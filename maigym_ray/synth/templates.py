@@ -32,18 +32,29 @@ class Draft:
     kind: str  # "info" (answered with ``answer``) or "state" (changes app state)
     checks: tuple[dict[str, Any], ...]
     plan: tuple[Step, ...]
+    #: overrides for world-independent templates (the debug curriculum): the task id, its own app seeds and
+    #: its split. Empty: ``<template>-w<world>-<k>``, the world's seeds, the split by world and app.
+    task_id: str = ""
+    seeds: dict[str, Any] | None = None
+    split: str = ""
+    tags: tuple[str, ...] = ()
+    max_steps: int = 0  # 0: twice the golden solution's length plus 2, at least 8
 
 
 TemplateFn = Callable[[World, random.Random], list[Draft]]
 #: name -> (function, apps it touches)
 TEMPLATES: dict[str, tuple[TemplateFn, tuple[str, ...]]] = {}
+#: the templates a synthesis run uses when it names none (world-independent ones are left out)
+DEFAULT_TEMPLATES: list[str] = []
 
 
-def template(name: str, apps: tuple[str, ...]) -> Callable[[TemplateFn], TemplateFn]:
+def template(name: str, apps: tuple[str, ...], default: bool = True) -> Callable[[TemplateFn], TemplateFn]:
     """Registers a template under ``name``; ``apps`` are the apps its tasks touch (first = start app)."""
 
     def deco(fn: TemplateFn) -> TemplateFn:
         TEMPLATES[name] = (fn, apps)
+        if default:
+            DEFAULT_TEMPLATES.append(name)
         return fn
 
     return deco

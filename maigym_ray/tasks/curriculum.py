@@ -19,7 +19,9 @@ from maigym_ray.types import TaskSpec
 
 
 @dataclass(frozen=True)
-class _Verb:
+class Verb:
+    """One skill of the curriculum: the clicks that apply it to an opened item, and what it changes."""
+
     app: str
     name: str
     instruction: str  # format string with {obj}
@@ -27,7 +29,7 @@ class _Verb:
     match: dict[str, object]  # the item's fields after success
 
 
-_MAIL = {
+MAIL = {
     "m1": ("Invoice November", "carol@example.com"),
     "m2": ("Project kickoff", "dave@example.com"),
     "m3": ("Weekly deals newsletter", "news@shop.example"),
@@ -37,7 +39,7 @@ _MAIL = {
     "m7": ("Quarterly report draft", "omar@example.com"),
     "m8": ("Gym membership renewal", "club@fit.example"),
 }
-_PEOPLE = {
+PEOPLE = {
     "c1": ("Tom Becker", "Becker Bau"),
     "c2": ("Sara Kim", "Kim Design"),
     "c3": ("Omar Haddad", "Northwind Logistics"),
@@ -49,13 +51,13 @@ _PEOPLE = {
 }
 # One template shape for every verb ("<Verb> the <kind> <object>."): the object always ends the sentence, so
 # where it sits does not depend on the verb, and a small model can learn the two skills apart.
-_VERBS = (
-    _Verb("mail", "open", "Open the email “{obj}”.", (), {"read": True}),
-    _Verb("mail", "star", "Star the email “{obj}”.", ("star",), {"starred": True}),
-    _Verb("mail", "archive", "Archive the email “{obj}”.", ("archive",), {"folder": "archive"}),
-    _Verb("mail", "trash", "Trash the email “{obj}”.", ("delete", "delete-yes"), {"folder": "trash"}),
-    _Verb("contacts", "favorite", "Favourite the contact {obj}.", ("favorite",), {"favorite": True}),
-    _Verb("contacts", "delete", "Delete the contact {obj}.", ("delete", "delete-yes"), {}),
+VERBS = (
+    Verb("mail", "open", "Open the email “{obj}”.", (), {"read": True}),
+    Verb("mail", "star", "Star the email “{obj}”.", ("star",), {"starred": True}),
+    Verb("mail", "archive", "Archive the email “{obj}”.", ("archive",), {"folder": "archive"}),
+    Verb("mail", "trash", "Trash the email “{obj}”.", ("delete", "delete-yes"), {"folder": "trash"}),
+    Verb("contacts", "favorite", "Favourite the contact {obj}.", ("favorite",), {"favorite": True}),
+    Verb("contacts", "delete", "Delete the contact {obj}.", ("delete", "delete-yes"), {}),
 )
 #: (verb, object id) pairs held out of training; every verb and every object also occurs in training.
 HELDOUT = frozenset(
@@ -72,7 +74,7 @@ HELDOUT = frozenset(
 )
 
 
-def _seeds() -> dict[str, dict[str, object]]:
+def curriculum_seeds() -> dict[str, dict[str, object]]:
     """The two apps' states every curriculum task starts from (more items than the default seeds, so that
     which item to open can only come from reading the instruction)."""
     messages = [
@@ -87,7 +89,7 @@ def _seeds() -> dict[str, dict[str, object]]:
             "read": False,
             "starred": False,
         }
-        for mid, (subject, sender) in _MAIL.items()
+        for mid, (subject, sender) in MAIL.items()
     ]
     contacts = [
         {
@@ -98,12 +100,12 @@ def _seeds() -> dict[str, dict[str, object]]:
             "company": company,
             "favorite": False,
         }
-        for cid, (name, company) in _PEOPLE.items()
+        for cid, (name, company) in PEOPLE.items()
     ]
     return {"mail": {"me": "alex@example.com", "messages": messages}, "contacts": {"contacts": contacts}}
 
 
-def _task(verb: _Verb, oid: str, label: str, seed: dict[str, object]) -> TaskSpec:
+def _task(verb: Verb, oid: str, label: str, seed: dict[str, object]) -> TaskSpec:
     items, prefix = ("messages", "msg") if verb.app == "mail" else ("contacts", "contact")
     if verb.match:
         check = {"op": "exists", "app": verb.app, "path": items, "match": {"id": oid, **verb.match}}
@@ -127,10 +129,10 @@ def _task(verb: _Verb, oid: str, label: str, seed: dict[str, object]) -> TaskSpe
 
 def curriculum_tasks() -> list[TaskSpec]:
     """Every curriculum task (train and test splits), in a fixed order."""
-    seeds = _seeds()
+    seeds = curriculum_seeds()
     out = []
-    for verb in _VERBS:
-        objects = _MAIL if verb.app == "mail" else _PEOPLE
+    for verb in VERBS:
+        objects = MAIL if verb.app == "mail" else PEOPLE
         for oid, (label, _) in objects.items():
             out.append(_task(verb, oid, label, seeds[verb.app]))
     return out

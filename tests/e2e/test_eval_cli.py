@@ -40,6 +40,28 @@ def test_eval_golden_on_two_apps(tmp_path):
     assert list((tmp_path / "wandb").glob("offline-run-*")), "wandb offline run missing"
 
 
+def test_eval_on_a_synthesised_pool_reports_success_per_split(tmp_path):
+    # Five worlds of three templates: world 0 is held out (test), a parcel task is ood_app (a novel app).
+    proc = _run(
+        tmp_path,
+        "tasks.pool=synth:mail_send,x_mail_to_train,parcel_eta",
+        "tasks.synth_worlds=5",
+        "concurrency=2",
+        "env.pools.web.target_size=2",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    synth = json.loads((tmp_path / "pool" / "report.json").read_text())
+    assert synth["tasks_validated"] == 15 and synth["by_split"] == {"train": 8, "test": 2, "ood_app": 5}
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["by_split"] == {
+        "ood_app": {"success_rate": 1.0, "episodes": 5},
+        "test": {"success_rate": 1.0, "episodes": 2},
+        "train": {"success_rate": 1.0, "episodes": 8},
+    }
+    table = (tmp_path / "success_table.txt").read_text()
+    assert "ood_app" in table and "split" in table
+
+
 def test_eval_random_policy_scores_low_and_bad_config_fails_clearly(tmp_path):
     proc = _run(
         tmp_path,

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from maigym_ray.tasks.curriculum import curriculum_tasks
+from maigym_ray.tasks.pool import TaskPool
 
 pytestmark = pytest.mark.e2e
 
@@ -77,6 +78,11 @@ def test_train_is_killed_after_a_round_and_resumes_without_losing_or_repeating_w
 
     second = _train(run, "driver.grpo.rounds=3", "driver.resume=true")
     assert second.wait(timeout=420) == 0, (run.parent / "run-2.log").read_text()[-3000:]
+
+    # The pool was synthesised (the curriculum template), validated live and stored before training.
+    synth = json.loads((run / "pool" / "report.json").read_text())
+    assert synth["tasks_validated"] == len(curriculum_tasks()) == 48 and synth["rejected"] == 0
+    assert [t.id for t in TaskPool.load(run / "pool" / "pool.parquet")] == [t.id for t in curriculum_tasks()]
 
     report = json.loads((run / "report.json").read_text())
     assert report["rounds"] == 3 and report["seconds"] > 0

@@ -11,7 +11,14 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
-from maigym_ray.cli.schema import CollectConfig, EvalConfig, TrainConfig, register
+from maigym_ray.cli.schema import (
+    CollectConfig,
+    DiagnoseConfig,
+    EvalConfig,
+    SynthConfig,
+    TrainConfig,
+    register,
+)
 from maigym_ray.config import EnvManagerConfig, PoolConfig, WebBackendConfig, validate_manager_config
 from maigym_ray.errors import ConfigError
 
@@ -39,12 +46,22 @@ def test_every_config_composes_and_validates(entry, backends, experiment):
     assert type(cfg) is ENTRY_POINTS[entry]
     if isinstance(cfg, TrainConfig):
         cfg.trainer.check()
-        assert cfg.policy.kind == "engine" and cfg.tasks.pool == "curriculum"
+        assert cfg.policy.kind == "engine" and cfg.tasks.pool == "synth:curriculum"
     assert isinstance(cfg.env, EnvManagerConfig)
     assert all(
         isinstance(p, PoolConfig) and isinstance(p.web, WebBackendConfig) for p in cfg.env.pools.values()
     )
     validate_manager_config(cfg.env)
+
+
+@pytest.mark.parametrize(("entry", "schema"), [("synth", SynthConfig), ("diagnose", DiagnoseConfig)])
+def test_synth_and_diagnose_configs_compose(entry, schema):
+    cfg = _compose(name=entry)
+    assert type(cfg) is schema
+    validate_manager_config(cfg.env)
+    assert cfg.env.pools["web"].web.screenshot is False  # validation needs no screenshots
+    with pytest.raises(Exception, match="not_a_field"):
+        _compose("not_a_field=1", name=entry)
 
 
 def test_unknown_key_is_an_error(tmp_path):
@@ -67,8 +84,8 @@ def test_unknown_backend_lists_choices():
 
 
 def test_unknown_app_lists_valid_apps():
-    with pytest.raises(ConfigError, match="valid apps: calendar, contacts, food, mail, ride, train"):
-        validate_manager_config(EnvManagerConfig(apps=["mail", "bank"]))
+    with pytest.raises(ConfigError, match="valid apps: bank, calendar, contacts, food, hotel, library, mail"):
+        validate_manager_config(EnvManagerConfig(apps=["mail", "casino"]))
 
 
 def test_platform_mismatch_and_sizes():

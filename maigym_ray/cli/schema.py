@@ -130,8 +130,10 @@ class LLMSynthConfig:
 def _validation_env() -> EnvManagerConfig:
     # Validation only needs the state and the element ids: no screenshots (faster steps, less memory); two
     # resets per task would recycle instances every 25 tasks at the default, so recycle far less often.
+    # Agent episodes keep the default reset (a fresh context), which also clears what a page stored.
     cfg = EnvManagerConfig()
     cfg.pools["web"].web.screenshot = False
+    cfg.pools["web"].web.reset = "reload"  # the app state lives in the app server; no new renderer per reset
     cfg.pools["web"].recycle_after = 1000
     return cfg
 

@@ -165,7 +165,7 @@ class HotelApp(App):
     def book(self, req: Request) -> Redirect | str:
         h = self._hotel(req.params["id"])
         check_in, check_out, guest = (req.form.get(k, "").strip() for k in ("check_in", "check_out", "guest"))
-        nights, err = stay_nights(check_in, check_out)
+        _, err = stay_nights(check_in, check_out)
         if not err and not guest:
             err = "Enter the guest's name."
         if not err and h["rooms"] <= 0:
@@ -174,20 +174,7 @@ class HotelApp(App):
             return self._detail(h, check_in, check_out, guest, err)
         h["rooms"] -= 1
         bid = self.next_id("bookings", "S")
-        self.data["bookings"].append(
-            {
-                "id": bid,
-                "hotel": h["id"],
-                "hotel_name": h["name"],
-                "city": h["city"],
-                "check_in": check_in,
-                "check_out": check_out,
-                "nights": nights,
-                "guest": guest,
-                "total": round(h["price"] * nights, 2),
-                "status": "booked",
-            }
-        )
+        self.data["bookings"].append(_b(bid, h, check_in, check_out, guest))
         return Redirect(f"/booking/{bid}")
 
     def bookings(self, req: Request) -> str:

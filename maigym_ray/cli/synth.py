@@ -3,7 +3,7 @@
 worlds -> templates -> planned golden solutions (in-process pre-check) -> [LLM paraphrases] -> live validation
 on EnvManager instances in parallel -> ``pool.parquet`` with the ``train``, ``test`` and ``ood_app`` splits.
 Also writes ``rejected.jsonl`` (every rejected task with its reason), ``summary.txt`` (counts by app, template,
-tier and split) and ``report.json`` (the figures ``benchmarks/synth.py`` reads), and prints the rejection rate
+tier and split) and ``synth_report.json`` (the figures ``benchmarks/synth.py`` reads), and prints the rejection rate
 and the reasons.
 """
 
@@ -142,12 +142,12 @@ def write_pool(
         for r in rejected:
             f.write(json.dumps(asdict(r)) + "\n")
     (out_dir / "summary.txt").write_text(summary_table(tasks) + "\n")
-    (out_dir / "report.json").write_text(json.dumps(report, indent=2))
+    (out_dir / "synth_report.json").write_text(json.dumps(report, indent=2))
     return pool_path
 
 
 async def synthesize(cfg: SynthConfig, out_dir: Path, world_seeds: list[int] | None = None) -> dict[str, Any]:
-    """The whole pipeline; returns the report (also written to ``out_dir/report.json``)."""
+    """The whole pipeline; returns the report (also written to ``out_dir/synth_report.json``)."""
     t0 = time.perf_counter()
     seeds = (
         world_seeds if world_seeds is not None else list(range(cfg.first_world, cfg.first_world + cfg.worlds))

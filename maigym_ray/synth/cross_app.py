@@ -197,56 +197,52 @@ def mail_to_notes(w: World, rng: random.Random) -> list[Draft]:
     ]
 
 
+def sender_lookup(subject: str, label: str, var: str) -> tuple:
+    """Open the email ``subject``, take its sender's name from the address, open that contact, read ``label``."""
+    return (
+        *open_message(subject),
+        Read(r"From ([a-z]+)\.([a-z]+)@", ("first", "last")),
+        Compute("name", lambda env: f"{env['first'].capitalize()} {env['last'].capitalize()}"),
+        *find_contact("{name}", "{name}"),
+        Read(label + r": ([^\n]+)", (var,)),
+        Answer("{" + var + "}"),
+    )
+
+
 @template("x_mail_sender_phone", ("mail", "contacts"))
 def mail_sender_phone(w: World, rng: random.Random) -> list[Draft]:
-    out = []
-    for p, subject in (
+    senders = (
         (w.people[0], w.main.title),
         (w.people[2], "My new address"),
         (w.people[1], f"Money for {w.owed_for}"),
-    ):
-        out.append(
-            Draft(
-                "x_mail_sender_phone",
-                f"What is the phone number of the person who sent you the email \u201c{subject}\u201d?",
-                ("mail", "contacts"),
-                "info",
-                (answer(p.phone),),
-                (
-                    *open_message(subject),
-                    Read(r"From ([a-z]+)\.([a-z]+)@", ("first", "last")),
-                    Compute("name", lambda env: f"{env['first'].capitalize()} {env['last'].capitalize()}"),
-                    *find_contact("{name}", "{name}"),
-                    Read(r"Phone: (.+)", ("phone",)),
-                    Answer("{phone}"),
-                ),
-            )
+    )
+    return [
+        Draft(
+            "x_mail_sender_phone",
+            f"What is the phone number of the person who sent you the email \u201c{subject}\u201d?",
+            ("mail", "contacts"),
+            "info",
+            (answer(p.phone),),
+            sender_lookup(subject, "Phone", "phone"),
         )
-    return out
+        for p, subject in senders
+    ]
 
 
 @template("x_mail_sender_company", ("mail", "contacts"))
 def mail_sender_company(w: World, rng: random.Random) -> list[Draft]:
-    out = []
-    for p, subject in ((w.people[1], f"Money for {w.owed_for}"), (w.people[0], w.main.title)):
-        out.append(
-            Draft(
-                "x_mail_sender_company",
-                f"Which company does the person who sent you \u201c{subject}\u201d work for?",
-                ("mail", "contacts"),
-                "info",
-                (answer(p.company),),
-                (
-                    *open_message(subject),
-                    Read(r"From ([a-z]+)\.([a-z]+)@", ("first", "last")),
-                    Compute("name", lambda env: f"{env['first'].capitalize()} {env['last'].capitalize()}"),
-                    *find_contact("{name}", "{name}"),
-                    Read(r"Company: ([^\n]+)", ("company",)),
-                    Answer("{company}"),
-                ),
-            )
+    senders = ((w.people[1], f"Money for {w.owed_for}"), (w.people[0], w.main.title))
+    return [
+        Draft(
+            "x_mail_sender_company",
+            f"Which company does the person who sent you \u201c{subject}\u201d work for?",
+            ("mail", "contacts"),
+            "info",
+            (answer(p.company),),
+            sender_lookup(subject, "Company", "company"),
         )
-    return out
+        for p, subject in senders
+    ]
 
 
 @template("x_calendar_to_hotel", ("calendar", "hotel"))

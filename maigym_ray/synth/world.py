@@ -366,6 +366,14 @@ def _phone(rng: random.Random) -> str:
     return f"+49 1{rng.randrange(50, 80)} {rng.randrange(1000000, 9999999)}"
 
 
+def _train_id(rng: random.Random, used: set[str], prefix: str = "") -> str:
+    tid = f"{prefix or rng.choice(('ICE', 'IC'))}{rng.randrange(100, 999)}"
+    while tid in used:
+        tid = f"ICE{rng.randrange(100, 999)}"
+    used.add(tid)
+    return tid
+
+
 def _people(rng: random.Random, me_first: str) -> tuple[Person, ...]:
     firsts = rng.sample([f for f in FIRST if f != me_first], 7)
     lasts = rng.sample(list(TWINS), 1) + rng.sample([n for n in LAST if n not in TWINS], 6)
@@ -420,10 +428,7 @@ def make_world(seed: int) -> World:
     for dep_h in sorted(rng.sample(range(5, 13), 5)):
         dur = rng.randrange(150, 300)
         dep = f"{dep_h:02d}:{rng.choice((0, 15, 30, 45)):02d}"
-        tid = f"{rng.choice(('ICE', 'IC'))}{rng.randrange(100, 999)}"
-        while tid in used:
-            tid = f"ICE{rng.randrange(100, 999)}"
-        used.add(tid)
+        tid = _train_id(rng, used)
         eco = float(rng.randrange(29, 99))
         trains.append(Train(tid, home_city, city, main.date, dep, _add_minutes(dep, dur), eco, eco + 40))
     if sum(t.arr < main.start for t in trains) < 2:  # make the "arrives before" choice a real choice
@@ -432,10 +437,7 @@ def make_world(seed: int) -> World:
         start = f"{slot // 60:02d}:{slot % 60:02d}"
         main = Event(main.title, main.date, start, _add_minutes(start, 90), main.location, 0)
     for k in range(2):  # the way back the next day, and a near-date distractor
-        tid = f"ICE{rng.randrange(100, 999)}"
-        while tid in used:
-            tid = f"ICE{rng.randrange(100, 999)}"
-        used.add(tid)
+        tid = _train_id(rng, used, "ICE")
         eco = float(rng.randrange(29, 99))
         frm, to, d = (city, home_city, _date(day + 1)) if k == 0 else (home_city, city, _date(day + 1))
         trains.append(Train(tid, frm, to, d, "17:00", "21:10", eco, eco + 40))

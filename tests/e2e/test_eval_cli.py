@@ -50,7 +50,7 @@ def test_eval_on_a_synthesised_pool_reports_success_per_split(tmp_path):
         "env.pools.web.target_size=2",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    synth = json.loads((tmp_path / "pool" / "report.json").read_text())
+    synth = json.loads((tmp_path / "pool" / "synth_report.json").read_text())
     assert synth["tasks_validated"] == 15 and synth["by_split"] == {"train": 8, "test": 2, "ood_app": 5}
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["by_split"] == {

@@ -80,7 +80,7 @@ def test_train_is_killed_after_a_round_and_resumes_without_losing_or_repeating_w
     assert second.wait(timeout=420) == 0, (run.parent / "run-2.log").read_text()[-3000:]
 
     # The pool was synthesised (the curriculum template), validated live and stored before training.
-    synth = json.loads((run / "pool" / "report.json").read_text())
+    synth = json.loads((run / "pool" / "synth_report.json").read_text())
     assert synth["tasks_validated"] == len(curriculum_tasks()) == 48 and synth["rejected"] == 0
     assert [t.id for t in TaskPool.load(run / "pool" / "pool.parquet")] == [t.id for t in curriculum_tasks()]
 

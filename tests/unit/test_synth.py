@@ -7,6 +7,9 @@ tests/integration/test_synth_validation.py.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -43,6 +46,25 @@ def test_same_seed_same_world_byte_for_byte() -> None:
             make_world(seed).seeds(), sort_keys=True
         )
     assert make_world(1).to_json() != make_world(2).to_json()
+
+
+def test_worlds_and_pools_do_not_depend_on_the_hash_seed() -> None:
+    code = (
+        "import hashlib; from maigym_ray.synth.generate import generate; from maigym_ray.synth.world import make_world;"
+        "from maigym_ray.tasks.pool import task_to_row; import json;"
+        "t, _ = generate([5]); print(hashlib.sha256((make_world(5).to_json() + "
+        "json.dumps([task_to_row(x) for x in t], sort_keys=True)).encode()).hexdigest())"
+    )
+    outs = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "PYTHONHASHSEED": h},
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        for h in ("1", "2")
+    }
+    assert len(outs) == 1 and len(outs.pop()) == 64
 
 
 def test_world_seeds_fit_every_app_schema() -> None:

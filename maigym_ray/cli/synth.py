@@ -2,7 +2,8 @@
 
 worlds -> templates -> planned golden solutions (in-process pre-check) -> [LLM paraphrases] -> live validation
 on EnvManager instances in parallel -> ``pool.parquet`` with the ``train``, ``test`` and ``ood_app`` splits.
-Also writes ``rejected.jsonl`` (every rejected task with its reason), ``summary.txt`` (counts by app, template,
+Also writes ``rejected.jsonl`` (every rejected task with its reason), ``infra_failures.jsonl`` (tasks whose
+validation hit an infrastructure failure twice: not judged, not in the pool), ``summary.txt`` (counts by app, template,
 tier and split) and ``synth_report.json`` (the figures ``benchmarks/synth.py`` reads), and prints the rejection rate
 and the reasons.
 """
@@ -202,6 +203,9 @@ async def synthesize(cfg: SynthConfig, out_dir: Path, world_seeds: list[int] | N
         "validate_step_p50_s": metrics.get("latency", {}).get("step", {}).get("p50_s"),
     }
     write_pool(out_dir, valid, rejected, report)
+    with (out_dir / "infra_failures.jsonl").open("w") as f:  # not rejections: the task was never judged
+        for v in infra:
+            f.write(json.dumps(asdict(v)) + "\n")
     return report
 
 

@@ -22,7 +22,8 @@ class TasksConfig:
 
     #: "builtin" (the hand-written tasks shipped with the apps), "curriculum" (the debug training curriculum,
     #: see tasks/curriculum.py), a .parquet / .jsonl file or folder, or "synth:<template>[,<template>...]"
-    #: ("synth:all" = the default templates): synthesised and validated live at the start of the run, into
+    #: ("synth:all" = the default templates; quote it, tasks.pool='synth:a,b', as Hydra splits a bare comma):
+    #: synthesised and validated live at the start of the run, into
     #: <run dir>/pool/ (a resumed run reuses it).
     pool: str = "builtin"
     #: worlds synthesised for a "synth:" pool (the curriculum template needs only one).

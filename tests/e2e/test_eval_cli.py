@@ -44,7 +44,7 @@ def test_eval_on_a_synthesised_pool_reports_success_per_split(tmp_path):
     # Five worlds of three templates: world 0 is held out (test), a parcel task is ood_app (a novel app).
     proc = _run(
         tmp_path,
-        "tasks.pool=synth:mail_send,x_mail_to_train,parcel_eta",
+        "tasks.pool='synth:mail_send,x_mail_to_train,parcel_eta'",  # quoted: Hydra reads a bare comma as a sweep
         "tasks.synth_worlds=5",
         "concurrency=2",
         "env.pools.web.target_size=2",

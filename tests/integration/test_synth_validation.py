@@ -14,7 +14,7 @@ from maigym_ray.cli.schema import SynthConfig
 from maigym_ray.cli.synth import validate_live
 from maigym_ray.config import RayConfig
 from maigym_ray.synth.generate import generate
-from maigym_ray.synth.templates import TEMPLATES
+from maigym_ray.synth.templates import DEFAULT_TEMPLATES
 
 pytestmark = pytest.mark.integration
 
@@ -61,7 +61,7 @@ def verdicts(ray_local):
 
 def test_every_template_passes_live_validation(verdicts) -> None:
     by_id, one_each, _ = verdicts
-    assert len(one_each) == len(TEMPLATES)
+    assert len(one_each) == len(DEFAULT_TEMPLATES)
     bad = {t.id: (by_id[t.id].reason, by_id[t.id].detail) for t in one_each if not by_id[t.id].ok}
     assert not bad, bad
 

@@ -124,6 +124,10 @@ class LLMSynthConfig:
     paraphrases: int = 1
     #: tasks whose instruction is paraphrased (the first N validated train tasks).
     max_tasks: int = 50
+    #: whole new tasks (instruction, sandboxed verifier code, plan) asked for per world, for the first
+    #: ``task_worlds`` worlds (0 = none); each is pre-checked and validated live like any task.
+    tasks_per_world: int = 0
+    task_worlds: int = 3
     #: seconds per request.
     timeout_s: float = 60.0
 

@@ -147,6 +147,39 @@ def write_pool(
     return pool_path
 
 
+async def _llm_assist(
+    cfg: SynthConfig, candidates: list[TaskSpec], seeds: list[int]
+) -> tuple[list[TaskSpec], list[Rejection]]:
+    """Paraphrases of train tasks and LLM-written tasks (pre-checked here, validated live with the rest)."""
+    import os
+
+    from maigym_ray.apps.registry import APP_CLASSES, NOVEL_APPS
+    from maigym_ray.synth.generate import draft_to_task
+    from maigym_ray.synth.llm import LLMParaphraser, LLMTaskWriter
+    from maigym_ray.synth.world import make_world
+
+    para = LLMParaphraser(
+        cfg.llm.base_url,
+        cfg.llm.model,
+        os.environ.get(cfg.llm.api_key_env, "") if cfg.llm.api_key_env else "",
+        cfg.llm.paraphrases,
+        cfg.llm.timeout_s,
+    )
+    extra, rejected = await para.paraphrase_all(
+        [t for t in candidates if t.split == "train"][: cfg.llm.max_tasks]
+    )
+    if cfg.llm.tasks_per_world > 0:
+        writer = LLMTaskWriter(para, sorted(set(APP_CLASSES) - set(NOVEL_APPS)), cfg.llm.tasks_per_world)
+        for seed in seeds[: cfg.llm.task_worlds]:
+            world = make_world(seed)
+            drafts, bad = await writer.drafts(world)
+            rejected += bad
+            for k, d in enumerate(drafts):
+                out = draft_to_task(d, world, k, cfg.test_every)
+                (extra if isinstance(out, TaskSpec) else rejected).append(out)  # type: ignore[arg-type]
+    return extra, rejected
+
+
 async def synthesize(cfg: SynthConfig, out_dir: Path, world_seeds: list[int] | None = None) -> dict[str, Any]:
     """The whole pipeline; returns the report (also written to ``out_dir/synth_report.json``)."""
     t0 = time.perf_counter()
@@ -158,12 +191,7 @@ async def synthesize(cfg: SynthConfig, out_dir: Path, world_seeds: list[int] | N
     )
     t_gen = time.perf_counter() - t0
     if cfg.llm.base_url:
-        from maigym_ray.synth.llm import LLMParaphraser
-
-        para = LLMParaphraser(cfg.llm)
-        extra, errors = await para.paraphrase_all(
-            [t for t in candidates if t.split == "train"][: cfg.llm.max_tasks]
-        )
+        extra, errors = await _llm_assist(cfg, candidates, seeds)
         candidates += extra
         rejected += errors
     metrics: dict[str, Any] = {}

@@ -62,7 +62,7 @@ def draft_to_task(draft: Draft, world: World, k: int, test_every: int) -> TaskSp
     """Plans one draft and pre-checks it in-process; a TaskSpec, or the Rejection that says why not."""
     task_id = draft.task_id or f"{draft.template}-w{world.seed}-{k}"
     seeds = draft.seeds if draft.seeds is not None else {app: world.seeds()[app] for app in draft.apps}
-    verifier = {"name": "checks", "params": {"checks": [dict(c) for c in draft.checks]}}
+    verifier = draft.verifier or {"name": "checks", "params": {"checks": [dict(c) for c in draft.checks]}}
     try:
         golden, final = plan_golden(draft.plan, seeds, draft.apps[0], draft.apps)
     except (TaskError, AppError) as exc:

@@ -1,4 +1,5 @@
-"""Optional LLM-assisted synthesis: instruction paraphrases through any OpenAI-compatible chat endpoint.
+"""Optional LLM-assisted synthesis through any OpenAI-compatible chat endpoint: instruction paraphrases and
+whole new tasks.
 
 Paraphrases add wording variety at no cost to correctness: a paraphrased task keeps its seeds, verifier and
 golden solution, and only its instruction changes. Two guards keep it honest:
@@ -9,7 +10,12 @@ golden solution, and only its instruction changes. Two guards keep it honest:
   an LLM wrote enters a pool unchecked. (Verifier code an LLM writes would run as a ``code`` verifier, which
   only ever runs in the sandbox of :mod:`maigym_ray.tasks.sandbox`.)
 
-A failed request is ``llm_error`` for that task; the run goes on.
+New tasks (:class:`LLMTaskWriter`): the model proposes, over one world's facts, an instruction, verifier code
+and a plan in the planner's JSON step language (data only: no code in the plan). The verifier becomes a
+``code`` verifier (sandboxed); the planner turns the plan into a golden solution over the screens; then the
+pre-check and live validation decide, as for any template.
+
+A failed request is ``llm_error`` for that task; a malformed proposal is ``llm_bad_proposal``; the run goes on.
 """
 
 from __future__ import annotations
@@ -122,4 +128,122 @@ class LLMParaphraser:
 
             await asyncio.gather(*(one(t) for t in tasks))
         out.sort(key=lambda t: t.id)
+        return out, rejected
+
+
+# -- LLM-written tasks ---------------------------------------------------------------------------------------------
+TASK_PROMPT = """You write tasks for a GUI agent that uses these apps: {apps}.
+Here are the facts of the user's world (JSON): {facts}
+Write {n} new tasks, one JSON object per line, nothing else. Each object has:
+  "instruction": what the user asks, naming records the way the apps show them;
+  "apps": the apps the task needs, the first one is where it starts;
+  "kind": "info" (answered) or "state" (changes something);
+  "verifier_code": Python source defining verify(states, answer) -> bool, where states maps app name to that
+      app's state (the JSON above has the same shape) and answer is the agent's answer or None;
+  "plan": the steps to solve it, each one of
+      {{"op": "open", "app": A}}, {{"op": "click", "id": ID}}, {{"op": "click_text", "prefix": P, "text": T}},
+      {{"op": "type", "id": ID, "text": T}}, {{"op": "read", "regex": R, "names": [N]}},
+      {{"op": "answer", "text": T}} (T may use {{N}} for what was read).
+Example: {example}"""
+
+EXAMPLE = (
+    '{"instruction": "Pin the note \\u201cBudget\\u201d.", "apps": ["notes"], "kind": "state", '
+    '"verifier_code": "def verify(states, answer):\\n    return any(n[\\"title\\"] == \\"Budget\\" and '
+    'n[\\"pinned\\"] for n in states[\\"notes\\"][\\"notes\\"])", '
+    '"plan": [{"op": "open", "app": "notes"}, {"op": "click_text", "prefix": "note-", "text": "Budget"}, '
+    '{"op": "click", "id": "pin"}]}'
+)
+
+
+def plan_from_json(steps: Any) -> tuple[Any, ...]:
+    """Planner steps from an LLM's JSON plan: data only (no code), each op checked. Raises ValueError."""
+    from maigym_ray.synth.planner import Answer, Click, ClickText, Open, Read, Terminate, Type
+
+    if not isinstance(steps, list) or not steps:
+        raise ValueError("plan must be a non-empty list")
+    out: list[Any] = []
+    for i, st in enumerate(steps):
+        if not isinstance(st, dict) or not isinstance(st.get("op"), str):
+            raise ValueError(f"plan step {i} is not an object with an op")
+        op = st["op"]
+        try:
+            if op == "open":
+                out.append(Open(str(st["app"])))
+            elif op == "click":
+                out.append(Click(str(st["id"])))
+            elif op == "click_text":
+                out.append(ClickText(str(st["prefix"]), str(st["text"])))
+            elif op == "type":
+                out.append(Type(str(st["id"]), str(st["text"])))
+            elif op == "read":
+                re.compile(str(st["regex"]))
+                out.append(Read(str(st["regex"]), tuple(str(n) for n in st["names"])))
+            elif op == "answer":
+                out.append(Answer(str(st["text"])))
+            elif op == "terminate":
+                out.append(Terminate())
+            else:
+                raise ValueError(f"plan step {i}: unknown op {op!r}")
+        except (KeyError, TypeError, re.error) as exc:
+            raise ValueError(f"plan step {i} ({op}): {type(exc).__name__}: {exc}") from None
+    return tuple(out)
+
+
+class LLMTaskWriter:
+    """Asks an OpenAI-compatible chat endpoint for whole new tasks (instruction, verifier code, plan) over a
+    world. Each proposal becomes a draft with a sandboxed ``code`` verifier; the caller pre-checks it with the
+    planner and validates it live like every other task."""
+
+    def __init__(self, para: LLMParaphraser, apps: list[str], n: int = 3) -> None:
+        self.para, self.apps, self.n = para, apps, n
+
+    async def drafts(self, world: Any) -> tuple[list[Any], list[Rejection]]:
+        """Drafts for ``world`` (template ``llm``) and the proposals rejected as malformed."""
+        import json
+
+        from maigym_ray.synth.templates import Draft
+
+        facts_json = json.dumps({a: world.seeds()[a] for a in self.apps if a in world.seeds()})[:6000]
+        prompt = TASK_PROMPT.format(apps=", ".join(self.apps), facts=facts_json, n=self.n, example=EXAMPLE)
+        body = {
+            "model": self.para.model,
+            "messages": [{"role": "user", "content": prompt}],
+            "temperature": 0.7,
+        }
+        rejected: list[Rejection] = []
+        async with aiohttp.ClientSession(timeout=self.para.timeout) as session:
+            try:
+                async with session.post(self.para.url, json=body, headers=self.para.headers) as resp:
+                    if resp.status != 200:
+                        raise RuntimeError(f"HTTP {resp.status}")
+                    content = (await resp.json())["choices"][0]["message"]["content"] or ""
+            except (aiohttp.ClientError, TimeoutError, RuntimeError, KeyError, IndexError, ValueError) as exc:
+                return [], [
+                    Rejection(f"llm-w{world.seed}", "llm", "llm_error", f"{type(exc).__name__}: {exc}")
+                ]
+        out = []
+        for k, line in enumerate(ln for ln in content.splitlines() if ln.strip()):
+            tid = f"llm-w{world.seed}-{k}"
+            try:
+                d = json.loads(line)
+                apps = tuple(str(a) for a in d["apps"])
+                if not apps or not set(apps) <= set(self.apps) or d["kind"] not in ("info", "state"):
+                    raise ValueError(f"apps {apps} / kind {d.get('kind')!r} not allowed")
+                out.append(
+                    Draft(
+                        "llm",
+                        str(d["instruction"]),
+                        apps,
+                        d["kind"],
+                        (),
+                        plan_from_json(d["plan"]),
+                        task_id=tid,
+                        verifier={"name": "code", "params": {"code": str(d["verifier_code"])}},
+                        tags=("llm_written",),
+                    )
+                )
+            except (ValueError, KeyError, TypeError) as exc:
+                rejected.append(
+                    Rejection(tid, "llm", "llm_bad_proposal", f"{type(exc).__name__}: {exc}"[:300])
+                )
         return out, rejected

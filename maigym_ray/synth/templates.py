@@ -39,6 +39,8 @@ class Draft:
     split: str = ""
     tags: tuple[str, ...] = ()
     max_steps: int = 0  # 0: twice the golden solution's length plus 2, at least 8
+    #: a whole verifier spec instead of ``checks`` (an LLM-written task's sandboxed ``code`` verifier).
+    verifier: dict[str, Any] | None = None
 
 
 TemplateFn = Callable[[World, random.Random], list[Draft]]

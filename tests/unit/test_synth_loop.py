@@ -178,3 +178,60 @@ async def test_paraphraser_speaks_openai_chat_and_filters() -> None:
     assert out[0].golden == tasks[0].golden and "llm_paraphrase" in out[0].tags
     assert {r.reason for r in rejected} == {"paraphrase_drops_facts", "llm_error"}
     assert seen[0]["auth"] == "Bearer k" and seen[0]["body"]["model"] == "m"
+
+
+GOOD_TASK = {
+    "instruction": "Pin the note \u201cDoor code\u201d.",
+    "apps": ["notes"],
+    "kind": "state",
+    "verifier_code": "def verify(states, answer):\n"
+    "    return any(n['title'] == 'Door code' and n['pinned'] for n in states['notes']['notes'])",
+    "plan": [
+        {"op": "open", "app": "notes"},
+        {"op": "click_text", "prefix": "note-", "text": "Door code"},
+        {"op": "click", "id": "pin"},
+    ],
+}
+
+
+async def test_llm_written_tasks_are_parsed_sandboxed_and_prechecked() -> None:
+    import json
+
+    from maigym_ray.synth.generate import draft_to_task
+    from maigym_ray.synth.llm import LLMTaskWriter
+    from maigym_ray.synth.world import make_world
+
+    lines = [
+        json.dumps(GOOD_TASK),
+        json.dumps({**GOOD_TASK, "plan": [{"op": "exec", "code": "import os"}]}),  # no such op: rejected
+        json.dumps(
+            {**GOOD_TASK, "verifier_code": "def verify(states, answer):\n    return True"}
+        ),  # passes at start
+        "not json",
+    ]
+
+    async def chat(request: web.Request) -> web.Response:
+        body = await request.json()
+        assert "You write tasks" in body["messages"][0]["content"]
+        return web.json_response({"choices": [{"message": {"content": "\n".join(lines)}}]})
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        writer = LLMTaskWriter(LLMParaphraser(f"http://127.0.0.1:{port}/v1", "m"), ["notes", "mail"], n=4)
+        world = make_world(2)
+        drafts, bad = await writer.drafts(world)
+    finally:
+        await runner.cleanup()
+    assert len(drafts) == 2 and {r.reason for r in bad} == {"llm_bad_proposal"} and len(bad) == 2
+    assert "unknown op 'exec'" in bad[0].detail
+    ok = await asyncio.to_thread(draft_to_task, drafts[0], world, 0, 5)
+    assert isinstance(ok, TaskSpec) and ok.verifier["name"] == "code" and "llm_written" in ok.tags
+    assert ok.golden == ('click(id="note-n2")', 'click(id="pin")')
+    lax = await asyncio.to_thread(draft_to_task, drafts[1], world, 1, 5)
+    assert not isinstance(lax, TaskSpec) and lax.reason == "verifier_passes_initial_state"

@@ -4,6 +4,8 @@ grouping and the LLM paraphraser (against a local server speaking the OpenAI cha
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -20,6 +22,21 @@ from maigym_ray.tasks.verifiers import run_verifier
 from maigym_ray.types import Observation, Reward, StepResult, TaskSpec
 
 pytestmark = pytest.mark.unit
+
+
+@contextlib.asynccontextmanager
+async def chat_server(handler: Any) -> AsyncIterator[int]:
+    """A local server speaking the OpenAI chat-completions protocol with ``handler``; yields its port."""
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    finally:
+        await runner.cleanup()
 
 
 class ScreensEnv:
@@ -157,20 +174,11 @@ async def test_paraphraser_speaks_openai_chat_and_filters() -> None:
             {"choices": [{"message": {"role": "assistant", "content": f"1. {good}\n2. Pin it."}}]}
         )
 
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
+    async with chat_server(chat) as port:
         tasks, _ = generate([2], ["notes_pin"])
         broken = TaskSpec(**{**tasks[0].__dict__, "id": "b", "instruction": "broken task"})
         para = LLMParaphraser(f"http://127.0.0.1:{port}/v1", "m", api_key="k", n=2)
         out, rejected = await para.paraphrase_all([tasks[0], broken])
-    finally:
-        await runner.cleanup()
     assert [t.instruction for t in out] == [
         tasks[0].instruction.replace("Pin the note", "Please pin the note")
     ]
@@ -215,19 +223,10 @@ async def test_llm_written_tasks_are_parsed_sandboxed_and_prechecked() -> None:
         assert "You write tasks" in body["messages"][0]["content"]
         return web.json_response({"choices": [{"message": {"content": "\n".join(lines)}}]})
 
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
+    async with chat_server(chat) as port:
         writer = LLMTaskWriter(LLMParaphraser(f"http://127.0.0.1:{port}/v1", "m"), ["notes", "mail"], n=4)
         world = make_world(2)
         drafts, bad = await writer.drafts(world)
-    finally:
-        await runner.cleanup()
     assert len(drafts) == 2 and {r.reason for r in bad} == {"llm_bad_proposal"} and len(bad) == 2
     assert "unknown op 'exec'" in bad[0].detail
     ok = await asyncio.to_thread(draft_to_task, drafts[0], world, 0, 5)

@@ -57,7 +57,9 @@ except Exception as exc:
 
 
 def _limits(cpu_s: int, memory_mb: int) -> None:
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
+    # Soft CPU limit (SIGXCPU) a second past the wall-clock timeout, hard limit (SIGKILL) a second later: a busy
+    # loop normally meets the wall clock first; the CPU limit is the backstop if the parent cannot act.
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
     resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
     resource.setrlimit(resource.RLIMIT_NOFILE, (16, 16))
@@ -68,7 +70,7 @@ def run_sandboxed(
     code: str, states: dict[str, Any], answer: str | None, timeout_s: float = 2.0, memory_mb: int = 256
 ) -> Reward:
     """Runs ``verify(states, answer)`` from ``code`` in a limited child process; raises TaskError on failure."""
-    cpu = max(1, int(timeout_s + 0.999))
+    cpu = max(1, int(timeout_s + 0.999)) + 1
     with tempfile.TemporaryDirectory(prefix="maigym_verifier_") as cwd:
         proc = subprocess.Popen(
             [sys.executable, "-I", "-c", _RUNNER],
@@ -88,9 +90,12 @@ def run_sandboxed(
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
             raise TaskError(f"sandboxed verifier timed out after {timeout_s:.1f} s and was killed") from None
+    if proc.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
+        raise TaskError(f"sandboxed verifier timed out (CPU-time limit {cpu} s) and was killed")
     if proc.returncode != 0:
-        why = "the CPU-time limit" if proc.returncode == -signal.SIGXCPU else f"exit status {proc.returncode}"
-        raise TaskError(f"sandboxed verifier died ({why}): {err.decode(errors='replace')[-300:].strip()}")
+        raise TaskError(
+            f"sandboxed verifier died (exit status {proc.returncode}): {err.decode(errors='replace')[-300:].strip()}"
+        )
     try:
         reply = json.loads(out.decode().strip().splitlines()[-1])
     except (ValueError, IndexError):

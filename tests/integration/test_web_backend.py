@@ -116,7 +116,7 @@ async def test_coordinates_scroll_drag_and_wait(web):
 async def test_agent_mistakes_are_messages_not_exceptions(web):
     await web.reset(_task("mail"))
     assert "no visible element" in await act(web, 'click(id="does-not-exist")')
-    assert "no app named" in await act(web, 'open_app(name="bank")')
+    assert "no app named" in await act(web, 'open_app(name="casino")')
     assert "no previous screen" in await act(web, "navigate_back()")
     await act(web, 'click(id="msg-m1")')
     assert "no text field is focused" in await act(web, 'type(text="hello")')

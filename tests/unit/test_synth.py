@@ -248,3 +248,23 @@ def test_synthesised_pool_round_trips_and_a_bad_row_names_row_and_field(tmp_path
     with pytest.raises(TaskError, match=r"row 0: field 'apps' has unknown app"):
         TaskPool.load(path)
     assert set(APP_CLASSES) >= {a for t in tasks for a in t.apps}
+
+
+def test_curriculum_template_reproduces_the_debug_curriculum() -> None:
+    from maigym_ray.tasks.curriculum import curriculum_tasks
+
+    synthesised, rejected = generate([0], ["curriculum"])
+    assert not rejected
+    hand = curriculum_tasks()
+    assert [t.id for t in synthesised] == [t.id for t in hand]
+    for a, b in zip(synthesised, hand, strict=True):
+        # the planner, reading the screens, writes the same golden solution as the hand-built curriculum
+        assert (a.instruction, a.golden, a.verifier, a.initial_state, a.split, a.max_steps, a.platforms) == (
+            b.instruction,
+            b.golden,
+            b.verifier,
+            b.initial_state,
+            b.split,
+            b.max_steps,
+            b.platforms,
+        )

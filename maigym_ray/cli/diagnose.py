@@ -20,11 +20,11 @@ import pyarrow.parquet as pq
 from omegaconf import DictConfig, OmegaConf
 
 import maigym_ray  # noqa: F401  (loopback Ray settings before ray is imported)
-from maigym_ray.cli.schema import DiagnoseConfig, SynthConfig, register
+from maigym_ray.cli.schema import DiagnoseConfig, register
 from maigym_ray.cli.synth import validate_live
 from maigym_ray.errors import ConfigError, TaskError
-from maigym_ray.synth.diagnosis import diagnosis_table, group_failures, next_version_name, tag, weakest
-from maigym_ray.synth.generate import generate
+from maigym_ray.synth.diagnosis import diagnosis_table, group_failures, next_version_name, weakest
+from maigym_ray.synth.generate import generate, task_tag
 from maigym_ray.tasks.pool import TaskPool
 
 register()
@@ -48,14 +48,12 @@ async def diagnose(cfg: DiagnoseConfig) -> dict[str, Any]:
     print(diagnosis_table(groups))
     weak = weakest(groups, cfg.weakest, cfg.min_episodes)
     templates = sorted({g.template for g in weak} - {"?"})
-    worlds = [int(tag(t, "world", "-1")) for t in pool]
+    worlds = [int(task_tag(t, "world", "-1")) for t in pool]
     first = max(worlds) + 1
     seeds = list(range(first, first + cfg.worlds))
-    new, rejected = generate(seeds, templates) if templates else ([], [])
-    if cfg.validate and new:
-        verdicts, _ = await validate_live(
-            SynthConfig(ray=cfg.ray, env=cfg.env, concurrency=cfg.concurrency), new
-        )
+    new, rejected = generate(seeds, templates, cfg.synth.test_every) if templates else ([], [])
+    if cfg.synth.validate and new:
+        verdicts, _ = await validate_live(cfg.synth, new)
         ok = {v.task_id for v in verdicts if v.ok}
         rejected_live = [asdict(v) for v in verdicts if not v.ok]
         new = [t for t in new if t.id in ok]

@@ -185,11 +185,9 @@ class DiagnoseConfig:
     worlds: int = 5
     #: groups with fewer episodes than this are not ranked.
     min_episodes: int = 2
-    ray: RayConfig = field(default_factory=RayConfig)
-    env: EnvManagerConfig = field(default_factory=_validation_env)
-    #: validate the new tasks on live instances.
-    validate: bool = True
-    concurrency: int = 4
+    #: how the new tasks are made and validated (Ray, the validation env, ``validate``, ``concurrency``,
+    #: ``test_every``); its ``worlds`` and ``templates`` are set by the diagnosis.
+    synth: SynthConfig = field(default_factory=SynthConfig)
     #: where the new pool version goes; "" = next to ``pool`` (pool_v<N+1>.parquet).
     output: str = ""
 

@@ -26,7 +26,7 @@ import maigym_ray  # noqa: F401  (loopback Ray settings before ray is imported)
 from maigym_ray.cli.schema import SynthConfig, register
 from maigym_ray.config import RayConfig, validate_manager_config
 from maigym_ray.errors import InfraError, TaskError
-from maigym_ray.synth.generate import Rejection, generate
+from maigym_ray.synth.generate import Rejection, generate, task_tag
 from maigym_ray.synth.validation import Verdict, validate_all
 from maigym_ray.tasks.pool import TaskPool
 from maigym_ray.types import Reward, StepResult, TaskSpec
@@ -108,15 +108,12 @@ async def validate_live(
 def summary_table(tasks: list[TaskSpec]) -> str:
     """Counts by app, template, tier and split."""
 
-    def tag(t: TaskSpec, key: str) -> str:
-        return next((x.split(":", 1)[1] for x in t.tags if x.startswith(key + ":")), "?")
-
     lines = []
     splits = sorted({t.split for t in tasks})
     for title, key in (("app", None), ("template", "template"), ("tier", "tier")):
         counts: Counter[tuple[str, str]] = Counter()
         for t in tasks:
-            for k in t.apps if key is None else (tag(t, key),):
+            for k in t.apps if key is None else (task_tag(t, key),):
                 counts[(k, t.split)] += 1
         names = sorted({k for k, _ in counts})
         lines.append(f"{title:22s} " + " ".join(f"{s:>8s}" for s in splits) + f" {'all':>8s}")
@@ -201,9 +198,9 @@ async def synthesize(cfg: SynthConfig, out_dir: Path, world_seeds: list[int] | N
         valid = [t for t in candidates if by_id[t.id].ok]
         infra = [by_id[t.id] for t in candidates if by_id[t.id].reason == "infra_failure"]
         rejected += [
-            Rejection(v.task_id, v.task_id.rsplit("-w", 1)[0], v.reason, v.detail)
-            for v in verdicts
-            if not v.ok and v.reason != "infra_failure"
+            Rejection(t.id, task_tag(t, "template"), by_id[t.id].reason, by_id[t.id].detail)
+            for t in candidates
+            if not by_id[t.id].ok and by_id[t.id].reason != "infra_failure"
         ]
     else:
         valid, infra = candidates, []

@@ -12,7 +12,6 @@ import random
 from maigym_ray.synth.planner import Answer, Click, ClickRow, ClickText, Compute, Open, Read, Type
 from maigym_ray.synth.templates import (
     Draft,
-    _next_day,
     answer,
     book_hotel,
     book_train,
@@ -23,6 +22,7 @@ from maigym_ray.synth.templates import (
     price,
     request_ride,
     search_trains,
+    shift_day,
     template,
     times,
     transfer,
@@ -47,11 +47,6 @@ def _before(rows: list[tuple[str, str]], env: dict[str, str]) -> str:
 def _cheapest_before(rows: list[tuple[str, str]], env: dict[str, str]) -> str:
     ok = [(price(r), i) for i, r in rows if len(times(r)) >= 2 and times(r)[1] < env["start"]]
     return min(ok)[1] if ok else ""
-
-
-def _prev_day(date: str) -> str:
-    y, m, d = map(int, date.split("-"))
-    return f"{y}-{m:02d}-{d - 1:02d}"
 
 
 @template("x_mail_to_calendar", ("mail", "calendar"))
@@ -264,7 +259,7 @@ def calendar_to_hotel(w: World, rng: random.Random) -> list[Draft]:
                     "bookings",
                     hotel=best["id"],
                     check_in=v.date,
-                    check_out=_next_day(v.date),
+                    check_out=shift_day(v.date, 1),
                     status="booked",
                 ),
             ),
@@ -272,7 +267,7 @@ def calendar_to_hotel(w: World, rng: random.Random) -> list[Draft]:
                 Open("calendar"),
                 ClickText("event-", v.title),
                 Read(r"(2026-\d\d-\d\d) ·", ("d1",)),
-                Compute("d2", lambda env: _next_day(env["d1"])),
+                Compute("d2", lambda env: shift_day(env["d1"], 1)),
                 *book_hotel(w.city, "{d1}", "{d2}"),
             ),
         )
@@ -297,7 +292,7 @@ def mail_to_hotel(w: World, rng: random.Random) -> list[Draft]:
                     "hotel",
                     "bookings",
                     hotel=best["id"],
-                    check_in=_prev_day(m.date),
+                    check_in=shift_day(m.date, -1),
                     check_out=m.date,
                     status="booked",
                 ),
@@ -305,7 +300,7 @@ def mail_to_hotel(w: World, rng: random.Random) -> list[Draft]:
             (
                 *open_message(m.title),
                 Read(*INVITE),
-                Compute("d0", lambda env: _prev_day(env["date"])),
+                Compute("d0", lambda env: shift_day(env["date"], -1)),
                 *book_hotel(w.city, "{d0}", "{date}"),
             ),
         )

@@ -20,14 +20,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from maigym_ray.synth.generate import task_tag
 from maigym_ray.types import TaskSpec
 
 KINDS = ("parse_error", "step_limit", "wrong_answer", "wrong_screen")
-
-
-def tag(task: TaskSpec, key: str, default: str = "?") -> str:
-    """The value of a ``key:value`` tag."""
-    return next((t.split(":", 1)[1] for t in task.tags if t.startswith(key + ":")), default)
 
 
 def failure_kind(row: dict[str, Any], task: TaskSpec) -> str:
@@ -37,7 +33,7 @@ def failure_kind(row: dict[str, Any], task: TaskSpec) -> str:
         return "parse_error"
     if steps >= task.max_steps:
         return "step_limit"
-    return "wrong_answer" if tag(task, "kind") == "info" else "wrong_screen"
+    return "wrong_answer" if task_tag(task, "kind") == "info" else "wrong_screen"
 
 
 @dataclass
@@ -64,7 +60,7 @@ def group_failures(rows: Iterable[dict[str, Any]], tasks: dict[str, TaskSpec]) -
         task = tasks.get(r["task_id"])
         if task is None or r.get("infra_failed"):
             continue
-        key = (task.apps[0], tag(task, "template"), tag(task, "tier"))
+        key = (task.apps[0], task_tag(task, "template"), task_tag(task, "tier"))
         g = groups.setdefault(key, Group(*key))
         g.episodes += 1
         if r["success"]:

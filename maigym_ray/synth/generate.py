@@ -39,6 +39,11 @@ class Rejection:
     detail: str
 
 
+def task_tag(task: TaskSpec, key: str, default: str = "?") -> str:
+    """The value of one of the ``key:value`` tags written here (template, tier, kind, scenario, world)."""
+    return next((t.split(":", 1)[1] for t in task.tags if t.startswith(key + ":")), default)
+
+
 def tier(golden_len: int) -> int:
     """Difficulty tier by golden-solution length."""
     return 1 if golden_len <= 3 else 2 if golden_len <= 7 else 3
@@ -58,10 +63,17 @@ def _initial_states(seeds: dict[str, Any], apps: tuple[str, ...]) -> dict[str, A
     return {name: app.state() for name, app in live.items()}
 
 
-def draft_to_task(draft: Draft, world: World, k: int, test_every: int) -> TaskSpec | Rejection:
-    """Plans one draft and pre-checks it in-process; a TaskSpec, or the Rejection that says why not."""
+def draft_to_task(
+    draft: Draft, world: World, k: int, test_every: int, world_seeds: dict[str, Any] | None = None
+) -> TaskSpec | Rejection:
+    """Plans one draft and pre-checks it in-process; a TaskSpec, or the Rejection that says why not.
+    ``world_seeds`` is ``world.seeds()`` when the caller already has it (one world, many drafts)."""
     task_id = draft.task_id or f"{draft.template}-w{world.seed}-{k}"
-    seeds = draft.seeds if draft.seeds is not None else {app: world.seeds()[app] for app in draft.apps}
+    if draft.seeds is not None:
+        seeds = draft.seeds
+    else:
+        all_seeds = world_seeds if world_seeds is not None else world.seeds()
+        seeds = {app: all_seeds[app] for app in draft.apps}
     verifier = draft.verifier or {"name": "checks", "params": {"checks": [dict(c) for c in draft.checks]}}
     try:
         golden, final = plan_golden(draft.plan, seeds, draft.apps[0], draft.apps)
@@ -122,10 +134,11 @@ def generate(
     rejected: list[Rejection] = []
     for seed in world_seeds:
         world = make_world(seed)
+        world_seeds = world.seeds()  # once per world, not once per draft
         counts: dict[str, int] = {}
         for draft in drafts_for(world, names):
             k = counts.get(draft.template, 0)
             counts[draft.template] = k + 1
-            out = draft_to_task(draft, world, k, test_every)
+            out = draft_to_task(draft, world, k, test_every, world_seeds)
             (tasks if isinstance(out, TaskSpec) else rejected).append(out)  # type: ignore[arg-type]
     return tasks, rejected

@@ -139,9 +139,7 @@ def plan_golden(
             screens.click(mg)
             out.append(action("click", id=mg))
         elif isinstance(step, ClickRow):
-            rows = screens.rows(step.prefix)
-            row_text = {e.mg_id: e.row or e.text for e in screens.page.elements.values()}
-            mg = step.pick([(i, row_text[i]) for i, _ in rows], env)
+            mg = step.pick(screens.rows(step.prefix), env)
             if not mg:
                 raise TaskError(f"no {step.prefix}* row on {screens.page.path} fits the task")
             screens.click(mg)

@@ -258,8 +258,9 @@ class Screens:
         return min(hits, key=lambda i: len(shown[i]))
 
     def rows(self, prefix: str) -> list[tuple[str, str]]:
-        """(id, text) of every element whose id starts with ``prefix``, in page order."""
-        return [(e.mg_id, e.text) for e in self.page.elements.values() if e.mg_id.startswith(prefix)]
+        """(id, row text) of every element whose id starts with ``prefix``, in page order: the whole list item
+        (a result's other columns too), or the element's own text outside a list."""
+        return [(e.mg_id, e.row or e.text) for e in self.page.elements.values() if e.mg_id.startswith(prefix)]
 
 
 def _match(pattern: str, path: str) -> dict[str, str] | None:

@@ -12,12 +12,14 @@ Single-app templates live here; cross-app ones in :mod:`maigym_ray.synth.cross_a
 
 from __future__ import annotations
 
+import datetime
 import random
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from maigym_ray.apps.food import FoodApp
 from maigym_ray.synth.planner import Answer, Click, ClickRow, ClickText, Open, Read, Step, Type
 from maigym_ray.synth.world import World
 
@@ -519,18 +521,16 @@ def book_hotel(
     )
 
 
-def _next_day(date: str) -> str:
-    y, m, d = map(int, date.split("-"))
-    return f"{y}-{m:02d}-{d + 1:02d}" if d < 31 else f"{y + (m == 12)}-{m % 12 + 1:02d}-01"
+def shift_day(date: str, days: int) -> str:
+    """``date`` (YYYY-MM-DD) moved by ``days``."""
+    return (datetime.date.fromisoformat(date) + datetime.timedelta(days=days)).isoformat()
 
 
 @template("hotel_cheapest", ("hotel",))
 def hotel_cheapest(w: World, rng: random.Random) -> list[Draft]:
     d1 = f"2026-12-{rng.randrange(5, 20):02d}"
     nights = rng.randrange(1, 4)
-    d2 = d1
-    for _ in range(nights):
-        d2 = _next_day(d2)
+    d2 = shift_day(d1, nights)
     best = min((h for h in w.hotels if h["city"] == w.city), key=lambda h: h["price"])
     if best["rooms"] < 1:
         return []
@@ -547,20 +547,13 @@ def hotel_cheapest(w: World, rng: random.Random) -> list[Draft]:
 
 
 # -- food and ride -------------------------------------------------------------------------------------------------
-#: The food app's menu (its default seed): restaurant -> (restaurant id, [(item id, item name)]).
-_MENU = {
-    "Luigi's": ("luigis", [("margherita", "Margherita"), ("diavola", "Diavola"), ("tiramisu", "Tiramisu")]),
-    "Bangkok Street": ("bangkok", [("padthai", "Pad Thai"), ("greencurry", "Green Curry")]),
-    "Burger Barn": ("burgerbarn", [("classic", "Classic Burger"), ("veggie", "Veggie Burger")]),
-    "Sushi Go": ("sushigo", [("salmonroll", "Salmon Roll"), ("misosoup", "Miso Soup")]),
-}
-
-
 @template("food_order", ("food",))
 def food_order(w: World, rng: random.Random) -> list[Draft]:
-    rname = rng.choice(sorted(_MENU))
-    rid, items = _MENU[rname]
-    item_id, item = rng.choice(items)
+    # Worlds seed only the delivery address: the restaurants and menus are the food app's own default seed.
+    r = rng.choice(sorted(FoodApp.default_seed()["restaurants"], key=lambda r: r["name"]))
+    rname, rid = r["name"], r["id"]
+    menu = rng.choice(r["menu"])
+    item_id, item = menu["id"], menu["name"]
     tip = rng.choice(("0", "2", "5"))
     return [
         Draft(

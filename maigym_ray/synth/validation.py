@@ -118,7 +118,7 @@ async def validate_all(
     verdicts: list[Verdict | None] = [None] * len(tasks)
 
     async def worker() -> None:
-        env = await lease()
+        env: LiveEnv | None = await lease()
         try:
             while True:
                 try:
@@ -127,10 +127,11 @@ async def validate_all(
                     return
                 for attempt in range(retries + 1):
                     try:
-                        v = await validate(env, tasks[i])
+                        v = await validate(env, tasks[i])  # type: ignore[arg-type]
                         break
                     except (InfraError, TimeoutError) as exc:
-                        await release(env, True)
+                        broken, env = env, None  # released once, as broken; never again in `finally`
+                        await release(broken, True)  # type: ignore[arg-type]
                         env = await lease()
                         v = Verdict(tasks[i].id, False, "infra_failure", f"{type(exc).__name__}: {exc}")
                         if attempt == retries:
@@ -139,7 +140,8 @@ async def validate_all(
                 if on_verdict is not None:
                     on_verdict(v)
         finally:
-            await release(env, False)
+            if env is not None:
+                await release(env, False)
 
     await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(tasks))))))
     return [v for v in verdicts if v is not None]

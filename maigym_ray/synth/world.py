@@ -175,8 +175,9 @@ class World:
     me: Person
     home_city: str
     city: str
-    people: tuple[Person, ...]  # people[0] organises the main event; people[1] is owed money; people[2]
-    # moved house; people[3] is the near-name twin of people[0]'s... see make_world
+    #: roles by position: [0] organises the main event, [1] asked for money (and a payee), [2] moved house,
+    #: [3] is [0]'s near-name twin (same first name, a near last name), [4:] friends and payees.
+    people: tuple[Person, ...]
     main: Event
     events: tuple[Event, ...]  # the calendar's events (the main one is only in the mail)
     visit: Event  # a calendar event in ``city`` that needs a hotel night

@@ -61,8 +61,8 @@ def test_synth_eval_diagnose_loop(tmp_path):
         f"pool={pool_dir / 'pool.parquet'}",
         "weakest=2",
         "worlds=1",
-        "concurrency=2",
-        "env.pools.web.target_size=2",
+        "synth.concurrency=2",
+        "synth.env.pools.web.target_size=2",
         f"hydra.run.dir={tmp_path}/hydra-diag",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

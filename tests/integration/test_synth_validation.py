@@ -15,6 +15,7 @@ from maigym_ray.cli.synth import validate_live
 from maigym_ray.config import RayConfig
 from maigym_ray.synth.generate import generate
 from maigym_ray.synth.templates import DEFAULT_TEMPLATES
+from maigym_ray.tasks.pool import TaskPool
 
 pytestmark = pytest.mark.integration
 
@@ -82,3 +83,72 @@ def test_validation_ran_through_the_manager(verdicts) -> None:
     lat = metrics["latency"]
     assert lat["reset"]["count"] >= len(by_id)  # each task reset at least once (twice when it passes)
     assert lat["step"]["count"] > len(by_id) and lat["evaluate"]["count"] >= len(by_id)
+
+
+def test_llm_made_tasks_enter_the_pool_only_through_live_validation(ray_local, tmp_path) -> None:
+    """``cli.synth`` with an LLM endpoint (a local server speaking the chat-completions protocol): paraphrases
+    and LLM-written tasks are validated live with the rest, and a proposal that does not parse never enters."""
+    import json
+    import threading
+
+    from aiohttp import web
+
+    from maigym_ray.cli.synth import synthesize
+
+    task = {
+        "instruction": "Pin the note \u201cDoor code\u201d.",
+        "apps": ["notes"],
+        "kind": "state",
+        "verifier_code": "def verify(states, answer):\n"
+        "    return any(n['title'] == 'Door code' and n['pinned'] for n in states['notes']['notes'])",
+        "plan": [
+            {"op": "open", "app": "notes"},
+            {"op": "click_text", "prefix": "note-", "text": "Door code"},
+            {"op": "click", "id": "pin"},
+        ],
+    }
+
+    async def chat(request: web.Request) -> web.Response:
+        prompt = (await request.json())["messages"][0]["content"]
+        if "You write tasks" in prompt:
+            content = json.dumps(task) + "\n" + json.dumps({**task, "plan": "click everything"})
+        else:
+            content = "Please " + prompt.split("Instruction: ", 1)[1]  # keeps every fact
+        return web.json_response({"choices": [{"message": {"content": content}}]})
+
+    ready = threading.Event()
+    box: dict = {}
+
+    def serve() -> None:
+        loop = asyncio.new_event_loop()
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", chat)
+        runner = web.AppRunner(app)
+        loop.run_until_complete(runner.setup())
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        loop.run_until_complete(site.start())
+        box["port"], box["loop"] = site._server.sockets[0].getsockname()[1], loop
+        ready.set()
+        loop.run_forever()
+
+    threading.Thread(target=serve, daemon=True).start()
+    assert ready.wait(10)
+    cfg = SynthConfig(ray=RayConfig(num_cpus=2), worlds=2, templates=["notes_pin"], concurrency=2)
+    cfg.env.pools["web"].target_size = 2
+    cfg.llm.base_url = f"http://127.0.0.1:{box['port']}/v1"
+    cfg.llm.model = "m"
+    cfg.llm.tasks_per_world = 2
+    cfg.llm.task_worlds = 1
+    try:
+        report = asyncio.run(synthesize(cfg, tmp_path))
+    finally:
+        box["loop"].call_soon_threadsafe(box["loop"].stop)
+    pool = list(TaskPool.load(tmp_path / "pool.parquet"))
+    written = [t for t in pool if "llm_written" in t.tags]
+    paraphrased = [t for t in pool if "llm_paraphrase" in t.tags]
+    assert (
+        len(written) == 1 and written[0].verifier["name"] == "code"
+    )  # the sandboxed verifier, validated live
+    assert len(paraphrased) == 1 and paraphrased[0].instruction.startswith("Please ")
+    assert report["tasks_validated"] == len(pool) == 4  # 2 template tasks + 1 paraphrase + 1 LLM-written
+    assert report["rejected_by_reason"] == {"llm_bad_proposal": 1}

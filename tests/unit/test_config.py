@@ -58,8 +58,9 @@ def test_every_config_composes_and_validates(entry, backends, experiment):
 def test_synth_and_diagnose_configs_compose(entry, schema):
     cfg = _compose(name=entry)
     assert type(cfg) is schema
-    validate_manager_config(cfg.env)
-    assert cfg.env.pools["web"].web.screenshot is False  # validation needs no screenshots
+    synth = cfg if isinstance(cfg, SynthConfig) else cfg.synth
+    validate_manager_config(synth.env)
+    assert synth.env.pools["web"].web.screenshot is False  # validation needs no screenshots
     with pytest.raises(Exception, match="not_a_field"):
         _compose("not_a_field=1", name=entry)
 

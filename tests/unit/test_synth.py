@@ -87,6 +87,13 @@ def test_world_facts_agree_across_apps() -> None:
     assert any(p["name"] == w.people[1].name for p in seeds["bank"]["payees"])
     trains = seeds["train"]["trains"]
     assert sum(t["date"] == w.main.date and t["arr"] < w.main.start for t in trains) >= 2  # a real choice
+    # a near-date distractor: the same route the day after the event
+    from maigym_ray.synth.templates import shift_day
+
+    assert any(
+        t["from"] == w.home_city and t["to"] == w.city and t["date"] == shift_day(w.main.date, 1)
+        for t in trains
+    )
     # the distractor: a near-name twin of the organiser
     twin = w.people[3]
     assert twin.first == org.first and twin.last != org.last and twin.last.startswith(org.last[:4])

@@ -21,6 +21,7 @@ A failed request is ``llm_error`` for that task; a malformed proposal is ``llm_b
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from dataclasses import replace
 from typing import Any
@@ -146,13 +147,19 @@ Write {n} new tasks, one JSON object per line, nothing else. Each object has:
       {{"op": "answer", "text": T}} (T may use {{N}} for what was read).
 Example: {example}"""
 
-EXAMPLE = (
-    '{"instruction": "Pin the note \\u201cBudget\\u201d.", "apps": ["notes"], "kind": "state", '
-    '"verifier_code": "def verify(states, answer):\\n    return any(n[\\"title\\"] == \\"Budget\\" and '
-    'n[\\"pinned\\"] for n in states[\\"notes\\"][\\"notes\\"])", '
-    '"plan": [{"op": "open", "app": "notes"}, {"op": "click_text", "prefix": "note-", "text": "Budget"}, '
-    '{"op": "click", "id": "pin"}]}'
-)
+#: The one task the prompt shows (pinning a note every world has); tests use it as a well-formed proposal.
+EXAMPLE_TASK: dict[str, Any] = {
+    "instruction": "Pin the note \u201cBudget\u201d.",
+    "apps": ["notes"],
+    "kind": "state",
+    "verifier_code": "def verify(states, answer):\n"
+    "    return any(n['title'] == 'Budget' and n['pinned'] for n in states['notes']['notes'])",
+    "plan": [
+        {"op": "open", "app": "notes"},
+        {"op": "click_text", "prefix": "note-", "text": "Budget"},
+        {"op": "click", "id": "pin"},
+    ],
+}
 
 
 def plan_from_json(steps: Any) -> tuple[Any, ...]:
@@ -199,12 +206,13 @@ class LLMTaskWriter:
 
     async def drafts(self, world: Any) -> tuple[list[Any], list[Rejection]]:
         """Drafts for ``world`` (template ``llm``) and the proposals rejected as malformed."""
-        import json
-
         from maigym_ray.synth.templates import Draft
 
-        facts_json = json.dumps({a: world.seeds()[a] for a in self.apps if a in world.seeds()})[:6000]
-        prompt = TASK_PROMPT.format(apps=", ".join(self.apps), facts=facts_json, n=self.n, example=EXAMPLE)
+        seeds = world.seeds()
+        facts_json = json.dumps({a: seeds[a] for a in self.apps if a in seeds})[:6000]
+        prompt = TASK_PROMPT.format(
+            apps=", ".join(self.apps), facts=facts_json, n=self.n, example=json.dumps(EXAMPLE_TASK)
+        )
         body = {
             "model": self.para.model,
             "messages": [{"role": "user", "content": prompt}],

@@ -94,19 +94,9 @@ def test_llm_made_tasks_enter_the_pool_only_through_live_validation(ray_local, t
     from aiohttp import web
 
     from maigym_ray.cli.synth import synthesize
+    from maigym_ray.synth.llm import EXAMPLE_TASK
 
-    task = {
-        "instruction": "Pin the note \u201cDoor code\u201d.",
-        "apps": ["notes"],
-        "kind": "state",
-        "verifier_code": "def verify(states, answer):\n"
-        "    return any(n['title'] == 'Door code' and n['pinned'] for n in states['notes']['notes'])",
-        "plan": [
-            {"op": "open", "app": "notes"},
-            {"op": "click_text", "prefix": "note-", "text": "Door code"},
-            {"op": "click", "id": "pin"},
-        ],
-    }
+    task = EXAMPLE_TASK
 
     async def chat(request: web.Request) -> web.Response:
         prompt = (await request.json())["messages"][0]["content"]

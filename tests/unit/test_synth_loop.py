@@ -15,7 +15,7 @@ from maigym_ray.errors import EnvTimeoutError
 from maigym_ray.harness.actions import parse_action
 from maigym_ray.synth.diagnosis import failure_kind, group_failures, next_version_name, weakest
 from maigym_ray.synth.generate import generate
-from maigym_ray.synth.llm import LLMParaphraser, facts, keeps_facts
+from maigym_ray.synth.llm import EXAMPLE_TASK, LLMParaphraser, facts, keeps_facts
 from maigym_ray.synth.screens import Screens
 from maigym_ray.synth.validation import Verdict, state_hash, validate, validate_all
 from maigym_ray.tasks.verifiers import run_verifier
@@ -188,20 +188,6 @@ async def test_paraphraser_speaks_openai_chat_and_filters() -> None:
     assert seen[0]["auth"] == "Bearer k" and seen[0]["body"]["model"] == "m"
 
 
-GOOD_TASK = {
-    "instruction": "Pin the note \u201cDoor code\u201d.",
-    "apps": ["notes"],
-    "kind": "state",
-    "verifier_code": "def verify(states, answer):\n"
-    "    return any(n['title'] == 'Door code' and n['pinned'] for n in states['notes']['notes'])",
-    "plan": [
-        {"op": "open", "app": "notes"},
-        {"op": "click_text", "prefix": "note-", "text": "Door code"},
-        {"op": "click", "id": "pin"},
-    ],
-}
-
-
 async def test_llm_written_tasks_are_parsed_sandboxed_and_prechecked() -> None:
     import json
 
@@ -210,10 +196,10 @@ async def test_llm_written_tasks_are_parsed_sandboxed_and_prechecked() -> None:
     from maigym_ray.synth.world import make_world
 
     lines = [
-        json.dumps(GOOD_TASK),
-        json.dumps({**GOOD_TASK, "plan": [{"op": "exec", "code": "import os"}]}),  # no such op: rejected
+        json.dumps(EXAMPLE_TASK),
+        json.dumps({**EXAMPLE_TASK, "plan": [{"op": "exec", "code": "import os"}]}),  # no such op: rejected
         json.dumps(
-            {**GOOD_TASK, "verifier_code": "def verify(states, answer):\n    return True"}
+            {**EXAMPLE_TASK, "verifier_code": "def verify(states, answer):\n    return True"}
         ),  # passes at start
         "not json",
     ]
@@ -231,6 +217,6 @@ async def test_llm_written_tasks_are_parsed_sandboxed_and_prechecked() -> None:
     assert "unknown op 'exec'" in bad[0].detail
     ok = await asyncio.to_thread(draft_to_task, drafts[0], world, 0, 5)
     assert isinstance(ok, TaskSpec) and ok.verifier["name"] == "code" and "llm_written" in ok.tags
-    assert ok.golden == ('click(id="note-n2")', 'click(id="pin")')
+    assert ok.golden == ('click(id="note-n3")', 'click(id="pin")')
     lax = await asyncio.to_thread(draft_to_task, drafts[1], world, 1, 5)
     assert not isinstance(lax, TaskSpec) and lax.reason == "verifier_passes_initial_state"

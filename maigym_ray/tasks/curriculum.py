@@ -3,8 +3,15 @@
 The main job (``cli.train experiment=debug``) has to show real learning on a 2-core machine, so it needs tasks
 whose skills transfer from the training split to held-out tasks. Every task here is "verb an object":
 open one item in the Post (mail) or People (contacts) app, press one action on its page (none for "open"),
-confirm when the app asks, then terminate. Each held-out task pairs an object and a verb that both occur in training tasks, but
-never together: held-out success needs the two skills composed, not a memorised episode.
+confirm when the app asks, then terminate. Each held-out task pairs an object and a verb that both occur in
+training tasks, but never together: held-out success needs the two skills composed, not a memorised episode.
+
+The held-out pairs are a Latin square over the mail app: one verb held out per email, each of the four verbs
+held out for two emails. So every held-out email still occurs with three verbs in training and every verb
+with six emails, and neither the object nor the verb predicts the other. The contacts app has only two verbs;
+holding one out would leave that contact with a single training verb, a pairing a small model memorises (the
+first version held out four contact pairs, and the model applied the one verb it had seen with each contact),
+so contacts are training-only.
 
 Every task of an app starts from the same seed (``initial_state``), with eight items per app.
 The verifier reads app state only; the golden solution is written from the (object, verb) pair by a separate
@@ -59,17 +66,17 @@ VERBS = (
     Verb("contacts", "favorite", "Favourite the contact {obj}.", ("favorite",), {"favorite": True}),
     Verb("contacts", "delete", "Delete the contact {obj}.", ("delete", "delete-yes"), {}),
 )
-#: (verb, object id) pairs held out of training; every verb and every object also occurs in training.
+#: (verb, object id) pairs held out of training: a Latin square over the mail app (see the module docstring).
 HELDOUT = frozenset(
     {
+        ("open", "m1"),
         ("star", "m2"),
-        ("archive", "m4"),
-        ("trash", "m6"),
-        ("star", "m8"),
-        ("favorite", "c2"),
-        ("delete", "c4"),
-        ("favorite", "c6"),
-        ("delete", "c8"),
+        ("archive", "m3"),
+        ("trash", "m4"),
+        ("open", "m5"),
+        ("star", "m6"),
+        ("archive", "m7"),
+        ("trash", "m8"),
     }
 )
 

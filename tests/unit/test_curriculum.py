@@ -26,3 +26,12 @@ def test_goldens_parse_end_in_terminate_and_fit_the_step_budget() -> None:
         assert all(parse_action(a) for a in t.golden)
         assert t.golden[-1] == 'terminate(status="success")' and len(t.golden) < t.max_steps
         assert t.instruction.endswith(".") and t.verifier["name"] == "checks"
+
+
+def test_heldout_pairs_are_a_latin_square_over_mail() -> None:
+    # one held-out verb per email, each mail verb held out for two emails: neither side predicts the other
+    test = [tuple(t.id.split("-")[1:]) for t in curriculum_tasks() if t.split == "test"]
+    objects = [o for _, o in test]
+    verbs = [v for v, _ in test]
+    assert sorted(objects) == [f"m{i}" for i in range(1, 9)]
+    assert {v: verbs.count(v) for v in verbs} == {"open": 2, "star": 2, "archive": 2, "trash": 2}

@@ -260,19 +260,18 @@ class Driver:
         ]
         done = await self._rollouts(work, demo, "demos")
         demos = [f.trajectory for f in done if f.trajectory.reward.success and not f.trajectory.infra_failed]
-        # Rollouts finish in any order; sorting makes the warm-up's batches (and so its result) a function of
-        # the seed alone. Two runs whose batches differed only by completion order ended at 0.05 and 0.16
-        # held-out success.
+        # Rollouts finish in any order; sorting makes the warm-up's batches a function of the seed alone (its
+        # result still varies a little: CPU float reductions differ from run to run).
         demos.sort(key=lambda t: (t.task_id, t.platform))
         self._store("sft", [f.trajectory for f in done])
         seqs = [s for t in demos for s in pack(t, self.policy.history, 1.0)]
         rng = random.Random(self.cfg.seed)
         size = self.cfg.sft.batch_size or len(seqs)
         stats: dict[str, float] = {}
-        bar = tqdm(range(self.cfg.sft.steps), desc="SFT", unit="step")
+        sft = self.cfg.sft
+        bar = tqdm(range(sft.steps), desc="SFT", unit="step")
         for step in bar:
             batch = rng.sample(seqs, size) if size < len(seqs) else seqs
-            sft = self.cfg.sft
             self.trainer.set_lr(sft.lr * lr_factor(step, sft.steps, sft.warmup_steps, sft.schedule))
             stats = self.trainer.update(batch, objective="sft")
             bar.set_postfix(nll=f"{stats['loss']:.3f}")

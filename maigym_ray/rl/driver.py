@@ -458,6 +458,9 @@ class Driver:
         self.state = RunState(**json.loads((path / "state.json").read_text()))
         self.state.version -= 1  # the broadcast that follows the load advances it back
         self.sampler.load_state_dict(self.state.sampler)
+        # Loading the optimizer also restores the learning rate it was saved with. The configured RL rate
+        # wins (the SFT warm-up sets its own each step), so a run resumed with a new ``trainer.lr`` uses it.
+        self.trainer.set_lr(self.trainer_cfg.lr)
         return True
 
     def _init_wandb(self) -> None:

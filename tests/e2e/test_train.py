@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+import torch
 
 from maigym_ray.tasks.curriculum import curriculum_tasks
 from maigym_ray.tasks.pool import TaskPool
@@ -76,8 +77,9 @@ def test_train_is_killed_after_a_round_and_resumes_without_losing_or_repeating_w
     round0 = _episodes(run / "trajectories" / "rl" / "round-0000")
     assert round0 and not (run / "report.json").exists()
 
-    second = _train(run, "driver.grpo.rounds=3", "driver.resume=true")
-    assert second.wait(timeout=420) == 0, (run.parent / "run-2.log").read_text()[-3000:]
+    # Resumed with a new RL learning rate, which must win over the one stored with the optimizer's state.
+    second = _train(run, "driver.grpo.rounds=3", "driver.resume=true", "trainer.lr=3e-4")
+    assert second.wait(timeout=420) == 0, (run.parent / "run-3.log").read_text()[-3000:]
 
     # The pool was synthesised (the curriculum template), validated live and stored before training.
     synth = json.loads((run / "pool" / "synth_report.json").read_text())
@@ -90,6 +92,9 @@ def test_train_is_killed_after_a_round_and_resumes_without_losing_or_repeating_w
         assert 0.0 <= report[key] <= 1.0
     assert (run / "training.png").stat().st_size > 0 and (run / "heldout.png").stat().st_size > 0
     assert [h["round"] for h in report["history"]] == [0, 1, 2]  # no round lost, none done twice
+    latest = run / "checkpoints" / (run / "checkpoints" / "latest").read_text().strip()
+    saved = torch.load(latest / "trainer" / "trainer.pt", map_location="cpu", weights_only=True)
+    assert {g["lr"] for g in saved["optimizer"]["param_groups"]} == {3e-4}
 
     rounds = sorted(p.name for p in (run / "trajectories" / "rl").iterdir())
     assert rounds == ["round-0000", "round-0001", "round-0002"]

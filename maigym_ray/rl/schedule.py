@@ -1,4 +1,9 @@
-"""Learning-rate schedules (pure functions; CPU-testable)."""
+"""Learning-rate schedules (pure functions; CPU-testable).
+
+A factor per step, not a torch ``LRScheduler``: the driver sets the rate through the trainers' ``set_lr``,
+which the DeepSpeed strategy forwards to ranks in other processes, and only the SFT warm-up is scheduled (RL
+then runs at ``trainer.lr``), so there is no scheduler object to keep on every rank or in checkpoints.
+"""
 
 from __future__ import annotations
 

@@ -56,15 +56,20 @@ PEOPLE = {
     "c7": ("Lena Vogel", "Vogel Media"),
     "c8": ("Paul Weber", "Weber Garden"),
 }
-# One template shape for every verb ("<Verb> the <kind> <object>."): the object always ends the sentence, so
-# where it sits does not depend on the verb, and a small model can learn the two skills apart.
+# One template shape for every verb ("<Kind> <object>: <verb> it."): the object sits at the same place
+# whatever the verb, and the verb comes last, right before the model's turn (the prompt restates the task at
+# the end of each observation). With the verb first ("Star the email X.") the tiny model tied each email to
+# the verbs it was trained with: after SFT it pressed the right button on 0.24 of the held-out pairs'
+# verb steps (teacher-forced) and scored 0.14-0.21 held-out; with the verb last, the second action of 119 of 128
+# held-out episodes was the task's verb (on whichever email was open), and it scored 0.30 (README,
+# "held-out success").
 VERBS = (
-    Verb("mail", "open", "Open the email “{obj}”.", (), {"read": True}),
-    Verb("mail", "star", "Star the email “{obj}”.", ("star",), {"starred": True}),
-    Verb("mail", "archive", "Archive the email “{obj}”.", ("archive",), {"folder": "archive"}),
-    Verb("mail", "trash", "Trash the email “{obj}”.", ("delete", "delete-yes"), {"folder": "trash"}),
-    Verb("contacts", "favorite", "Favourite the contact {obj}.", ("favorite",), {"favorite": True}),
-    Verb("contacts", "delete", "Delete the contact {obj}.", ("delete", "delete-yes"), {}),
+    Verb("mail", "open", "Email “{obj}”: open it.", (), {"read": True}),
+    Verb("mail", "star", "Email “{obj}”: star it.", ("star",), {"starred": True}),
+    Verb("mail", "archive", "Email “{obj}”: archive it.", ("archive",), {"folder": "archive"}),
+    Verb("mail", "trash", "Email “{obj}”: trash it.", ("delete", "delete-yes"), {"folder": "trash"}),
+    Verb("contacts", "favorite", "Contact {obj}: favourite it.", ("favorite",), {"favorite": True}),
+    Verb("contacts", "delete", "Contact {obj}: delete it.", ("delete", "delete-yes"), {}),
 )
 #: (verb, object id) pairs held out of training: a Latin square over the mail app (see the module docstring).
 HELDOUT = frozenset(

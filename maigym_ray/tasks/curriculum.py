@@ -59,10 +59,9 @@ PEOPLE = {
 # One template shape for every verb ("<Kind> <object>: <verb> it."): the object sits at the same place
 # whatever the verb, and the verb comes last, right before the model's turn (the prompt restates the task at
 # the end of each observation). With the verb first ("Star the email X.") the tiny model tied each email to
-# the verbs it was trained with: after SFT it pressed the right button on 0.24 of the held-out pairs'
-# verb steps (teacher-forced) and scored 0.14-0.21 held-out; with the verb last, the second action of 119 of 128
-# held-out episodes was the task's verb (on whichever email was open), and it scored 0.30 (README,
-# "held-out success").
+# the verbs it was trained with: after SFT, the teacher-forced verb step of the held-out pairs was 0.24 and
+# held-out success 0.14-0.21. With the verb last, 119 of 128 held-out episodes took the task's verb as their
+# second action (on whichever email was open) and success was 0.30 (README, "held-out success").
 VERBS = (
     Verb("mail", "open", "Email “{obj}”: open it.", (), {"read": True}),
     Verb("mail", "star", "Email “{obj}”: star it.", ("star",), {"starred": True}),

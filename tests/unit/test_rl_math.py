@@ -10,7 +10,7 @@ import torch
 from maigym_ray.rl.advantages import group_advantages, zero_variance_groups, zero_variance_share
 from maigym_ray.rl.losses import aggregate, clipped_policy_loss, k3_kl
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.unit, pytest.mark.numeric]
 
 
 def test_group_advantages_grpo_and_dr_grpo():

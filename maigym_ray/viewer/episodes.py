@@ -77,8 +77,7 @@ class EpisodeIndex:
         cached = self._parts.get(part)
         if cached is None or cached[0] != key:
             f = pq.ParquetFile(part)
-            cols = [c for c in _INDEX_COLS if not c.startswith("turns.")]
-            table = f.read(columns=cols + ["turns.list.element.parse_error"])
+            table = f.read(columns=_INDEX_COLS)
             rows = []
             for i, r in enumerate(table.to_pylist()):
                 turns = r.pop("turns") or []

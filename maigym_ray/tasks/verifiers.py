@@ -137,7 +137,7 @@ def _check_list(checks: Any) -> tuple[dict[str, Any], ...]:
 
 VERIFIER_BUILDERS: dict[str, Callable[[dict[str, Any]], Verifier]] = {
     "checks": lambda p: ChecksVerifier(_check_list(p.get("checks"))),
-    # Synthesised code: only ever run in a sandboxed child process (tasks/sandbox.py).
+    # Hand-written (trusted) code only; still only ever run inside the bubblewrap jail (tasks/jail.py).
     "code": lambda p: CodeVerifier(
         p.get("code"), float(p.get("timeout_s", 2.0)), int(p.get("memory_mb", 256))
     ),

@@ -29,6 +29,7 @@ from tqdm import tqdm
 
 from maigym_ray.config import EnvManagerConfig, PolicyConfig
 from maigym_ray.harness.trajectory_store import write_all
+from maigym_ray.rates import fmt_rate, rate
 from maigym_ray.rl import weight_group
 from maigym_ray.rl.advantages import group_advantages
 from maigym_ray.rl.packing import PackedSequence, pack
@@ -185,7 +186,7 @@ class Driver:
                 self.state.seconds = spent + time.perf_counter() - t_start
                 self._checkpoint()
                 bar.update(1)
-                bar.set_postfix(success=f"{metrics['success']:.2f}", loss=f"{metrics['loss']:.3f}")
+                bar.set_postfix(success=fmt_rate(metrics["success"]), loss=f"{metrics['loss']:.3f}")
             bar.close()
             if self.state.phase == "sft":
                 self._advance("rl", spent + time.perf_counter() - t_start)
@@ -238,8 +239,8 @@ class Driver:
             "version": self.state.version,
             "episodes": len(done),
             "infra_failed": len(done) - len(scored),
-            "success": sum(t.reward.success for t in scored) / max(1, len(scored)),
-            "reward": sum(t.reward.value for t in scored) / max(1, len(scored)),
+            "success": rate(sum(t.reward.success for t in scored), len(scored)),
+            "reward": rate(sum(t.reward.value for t in scored), len(scored)),
             "zero_var_share": zero_var / max(1, len(scored)),
             "sequences": len(seqs),
             **{k: float(v) for k, v in stats.items()},
@@ -288,8 +289,9 @@ class Driver:
         self._log({"phase": "sft", **out})
         return out
 
-    async def evaluate(self, label: str) -> float:
-        """Held-out success rate of the current policy (infra-failed episodes excluded, and reported)."""
+    async def evaluate(self, label: str) -> float | None:
+        """Held-out success rate of the current policy (infra-failed episodes excluded, and reported; None
+        when no episode was scored)."""
         policy = replace(
             self.policy, sampling=replace(self.policy.sampling, temperature=self.cfg.heldout.temperature)
         )
@@ -301,11 +303,11 @@ class Driver:
         done = await self._rollouts(work, policy, f"held-out {label}")
         self._store(f"eval-{label}", [f.trajectory for f in done])
         scored = [f.trajectory for f in done if not f.trajectory.infra_failed]
-        rate = sum(t.reward.success for t in scored) / max(1, len(scored))
+        heldout = rate(sum(t.reward.success for t in scored), len(scored))
         self._log(
-            {"phase": f"eval-{label}", "heldout_success": rate, "infra_failed": len(done) - len(scored)}
+            {"phase": f"eval-{label}", "heldout_success": heldout, "infra_failed": len(done) - len(scored)}
         )
-        return rate
+        return heldout
 
     # -- pieces -------------------------------------------------------------------------------------------
     def _update(self, seqs: list[PackedSequence]) -> dict[str, float]:

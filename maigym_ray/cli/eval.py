@@ -25,6 +25,7 @@ from tqdm import tqdm
 import maigym_ray  # noqa: F401  (loopback Ray settings before ray is imported)
 from maigym_ray.cli.schema import EvalConfig, TasksConfig, register
 from maigym_ray.config import POLICY_KINDS, RayConfig, check_choice, validate_manager_config
+from maigym_ray.durable import atomic_write_text
 from maigym_ray.errors import ConfigError
 from maigym_ray.rates import fmt_rate, rate
 from maigym_ray.tasks.curriculum import curriculum_tasks
@@ -232,7 +233,7 @@ async def evaluate(
             "latency_p50_s": {k: v["p50_s"] for k, v in metrics["latency"].items()},
         },
     }
-    (out_dir / "report.json").write_text(json.dumps(report, indent=2))
+    atomic_write_text(out_dir / "report.json", json.dumps(report, indent=2))  # whole or absent, after a crash
     table = success_table(rows) + "\n\n" + split_table(rows)
     (out_dir / "success_table.txt").write_text(table + "\n")
     print(table)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import random
 import shutil
@@ -28,6 +29,7 @@ import torch
 from tqdm import tqdm
 
 from maigym_ray.config import EnvManagerConfig, PolicyConfig
+from maigym_ray.durable import atomic_write_text, check_sealed, seal
 from maigym_ray.harness.trajectory_store import write_all
 from maigym_ray.rates import fmt_rate, rate
 from maigym_ray.rl import weight_group
@@ -128,6 +130,20 @@ class RunState:
 
 
 _PHASES = ("start", "before", "sft", "rl", "done")
+
+
+def sealed_checkpoint(root: Path) -> Path | None:
+    """The checkpoint to resume from: the one ``latest`` names if it is sealed and whole, else the newest other
+    sealed one. An incomplete or truncated checkpoint is skipped with a warning, never loaded."""
+    latest = root / "latest"
+    named = [root / latest.read_text().strip()] if latest.is_file() else []
+    others = sorted((p for p in root.glob("ckpt-*") if p not in named), key=lambda p: p.stat().st_mtime)
+    for path in [*named, *reversed(others)]:
+        problem = check_sealed(path)
+        if problem is None:
+            return path
+        logging.getLogger(__name__).warning("skipping checkpoint %s: %s", path.name, problem)
+    return None
 
 
 class Driver:
@@ -433,8 +449,9 @@ class Driver:
             self._rendezvous(name).unlink(missing_ok=True)
 
     def _checkpoint(self) -> None:
-        """Writes ``checkpoints/ckpt-NNNNN`` (weights, optimizer, reference, state) and then points
-        ``checkpoints/latest`` at it (an atomic rename), so a crash never leaves a half checkpoint behind."""
+        """Writes ``checkpoints/ckpt-NNNNN`` (weights, optimizer, reference, state), seals it (every file
+        fsynced, then a manifest of sizes) and then points ``checkpoints/latest`` at it (durably), so a crash
+        never leaves a half checkpoint that resume would load."""
         assert self.trainer is not None
         self.state.sampler = self.sampler.state_dict()
         root = self.run_dir / "checkpoints"
@@ -443,19 +460,17 @@ class Driver:
         path.mkdir(parents=True)
         self.trainer.save(path / "trainer")
         (path / "state.json").write_text(json.dumps(asdict(self.state)))
-        tmp = root / "latest.tmp"
-        tmp.write_text(path.name)
-        os.replace(tmp, root / "latest")
+        seal(path)
+        atomic_write_text(root / "latest", path.name)
         older = sorted((p for p in root.glob("ckpt-*") if p != path), key=lambda p: p.stat().st_mtime)
         for old in older[: max(0, len(older) - (self.cfg.keep_checkpoints - 1))]:
             shutil.rmtree(old, ignore_errors=True)
 
     def _load_checkpoint(self) -> bool:
         assert self.trainer is not None
-        latest = self.run_dir / "checkpoints" / "latest"
-        if not latest.exists():
+        path = sealed_checkpoint(self.run_dir / "checkpoints")
+        if path is None:
             return False
-        path = latest.parent / latest.read_text().strip()
         self.trainer.load(path / "trainer")
         self.state = RunState(**json.loads((path / "state.json").read_text()))
         self.state.version -= 1  # the broadcast that follows the load advances it back

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from maigym_ray.durable import atomic_write_text
 from maigym_ray.rates import fmt_rate
 
 _PANELS = (
@@ -58,5 +59,5 @@ def write_report(run_dir: str | Path, report: dict[str, Any]) -> dict[str, Any]:
     plt.close(fig)
 
     out = {**report, "plots": ["training.png", "heldout.png"]}
-    (run_dir / "report.json").write_text(json.dumps(out, indent=2))
+    atomic_write_text(run_dir / "report.json", json.dumps(out, indent=2))  # whole or absent, after a crash
     return out

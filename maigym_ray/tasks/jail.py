@@ -69,7 +69,7 @@ class JailLimits:
     #: address-space limit of each process in the jail, in MiB
     memory_mb: int = 256
     #: most processes (threads included) that uid 65534 may hold; shared by concurrent jails
-    nproc: int = 32
+    nproc: int = 64
     #: most open files per process
     nofile: int = 64
     #: largest file a jailed process may write (only /tmp, a tmpfs, is writable), in MiB

@@ -88,7 +88,9 @@ def main() -> int:
             return 1
         return 0
     PAGE.write_text(text)
-    print(f"[bench docs] wrote {PAGE.relative_to(ROOT)} from {len(list(RESULTS.glob('*.json'))) - 1} result files")
+    print(
+        f"[bench docs] wrote {PAGE.relative_to(ROOT)} from {len(list(RESULTS.glob('*.json'))) - 1} result files"
+    )
     return 0
 
 

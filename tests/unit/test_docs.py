@@ -60,5 +60,13 @@ def test_readme_is_a_guide() -> None:
     # .ci/run and new users depend on these two commands, verbatim.
     assert "bash scripts/setup.sh && .venv/bin/python -m maigym_ray.cli.train experiment=debug" in text
     assert "\nbash scripts/test.sh\n" in text
-    for heading in ("## Install", "## Quickstart", "## Concepts", "## Extend", "## Scale out", "## Configure", "## Tests"):
+    for heading in (
+        "## Install",
+        "## Quickstart",
+        "## Concepts",
+        "## Extend",
+        "## Scale out",
+        "## Configure",
+        "## Tests",
+    ):
         assert heading in text, heading

@@ -271,3 +271,12 @@ async def test_browse_filter_step_and_compare(viewer: str, page, tmp_path: Path)
     assert any(r.startswith("notes-add") and "0 (n=1)" in r for r in rows)
     await _shot(page, "viewer-compare.png", tmp_path)
     assert await page.evaluate("() => window.__pwned") is None
+
+
+def test_cli_refuses_a_missing_run_dir(tmp_path: Path) -> None:
+    from maigym_ray.cli.view import HOST, main
+    from maigym_ray.errors import ConfigError
+
+    assert HOST == "127.0.0.1"
+    with pytest.raises(ConfigError, match="not a run directory"):
+        main([str(tmp_path / "nope")])

@@ -20,6 +20,7 @@ from maigym_ray.viewer.rundir import RunDir
 
 STATIC = Path(__file__).parent / "static"
 _THUMBS = 256  # cached thumbnails (about 20 KB each)
+VIEWER: web.AppKey[Viewer] = web.AppKey("viewer")
 
 
 class Viewer:
@@ -152,7 +153,7 @@ def make_app(run_dirs: list[str | Path]) -> web.Application:
     routes.static("/static", STATIC)
     app = web.Application(middlewares=[_headers])
     app.add_routes(routes)
-    app["viewer"] = v
+    app[VIEWER] = v
     return app
 
 

@@ -199,7 +199,7 @@ async def page():
 
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=find_chromium(), args=list(CHROMIUM_FLAGS))
-        pg = await browser.new_page(viewport={"width": 1200, "height": 900})
+        pg = await browser.new_page(viewport={"width": 1100, "height": 480})
         yield pg
         await browser.close()
 
@@ -212,16 +212,27 @@ async def _open(page, url: str) -> None:
 async def _shot(page, name: str, tmp: Path) -> None:
     out = DOCS_IMG if os.environ.get("MAIGYM_DOCS_SCREENSHOTS") == "1" else tmp
     out.mkdir(parents=True, exist_ok=True)
-    await page.screenshot(path=str(out / name))
+    await page.screenshot(path=str(out / name), full_page=True)
 
 
-async def test_browse_filter_step_and_compare(viewer: str, page, tmp_path: Path) -> None:
+async def test_browse_filter_step_and_compare(viewer: str, page, runs: list[Path], tmp_path: Path) -> None:
     # Runs page of the train run: held-out before/SFT/RL and a curve per metric.
     await _open(page, viewer + "#/run/1")
     assert await page.locator("#heldout td").all_inner_texts() == ["0", "0.250", "0.500"]
     assert await page.locator("#curves [data-curve]").count() == 6
     assert await page.locator('[data-curve="success"] circle').count() == 3
     await _shot(page, "viewer-run.png", tmp_path)
+
+    # A run still going (no report.json yet) is polled: a round appended to metrics.jsonl shows up.
+    (runs[1] / "report.json").unlink()
+    await _open(page, viewer + "#/run/1?live")
+    assert await page.locator('[data-curve="success"] circle').count() == 3
+    with (runs[1] / "metrics.jsonl").open("a") as f:
+        f.write(json.dumps({"round": 3, "success": 1.0, "kl": 0.05, "loss": 0.1, "rollout_s": 1.0}) + "\n")
+    await page.wait_for_function(
+        "() => document.querySelectorAll('[data-curve=\"success\"] circle').length === 4", timeout=10_000
+    )
+    assert "running" in await page.inner_text("#run-state")
 
     # Episodes of the collect run, filtered by outcome through the select.
     await _open(page, viewer + "#/episodes/0")
@@ -240,7 +251,7 @@ async def test_browse_filter_step_and_compare(viewer: str, page, tmp_path: Path)
     await page.wait_for_function("() => document.getElementById('screenshot').naturalWidth === 360")
     assert await page.locator("#overlay").get_attribute("data-kind") == "point"
     marker = page.locator("#overlay .click-marker")
-    assert (await marker.get_attribute("cx"), await marker.get_attribute("cy")) == ("500", "175")
+    assert (await marker.get_attribute("cx"), await marker.get_attribute("cy")) == ("50%", "17.5%")
     assert await page.inner_text("#response") == "click(x=500,y=175)"
     assert await page.inner_text("#outcome") == "success"
     assert await page.inner_text("#reason") == "mail sent to bob"
@@ -252,7 +263,7 @@ async def test_browse_filter_step_and_compare(viewer: str, page, tmp_path: Path)
     await page.click("#next")
     await page.wait_for_function("() => document.body.dataset.ready.endsWith('step=2')")
     assert await page.locator("#overlay .swipe-arrow").count() == 1
-    assert await page.get_attribute("#overlay .swipe-arrow", "y2") == "200"
+    assert await page.get_attribute("#overlay .swipe-arrow", "y2") == "20%"
 
     # The model's <script> is shown as text and never runs.
     await _open(page, viewer + "#/episodes/0")

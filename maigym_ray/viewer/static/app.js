@@ -163,16 +163,19 @@ async function pageEpisodes(main, id, q) {
 
 // ---- One episode --------------------------------------------------------------------------------------------
 function drawOverlay(o) {
-  const s = svg("svg", { viewBox: "0 0 1000 1000", preserveAspectRatio: "none", id: "overlay", "data-kind": o.kind });
+  // Positions in percent of the image (the grammar's 0..1000 over 10), sizes in pixels: a marker stays round
+  // on any aspect ratio.
+  const pc = (v) => `${v / 10}%`;
+  const s = svg("svg", { id: "overlay", "data-kind": o.kind });
   if (o.kind === "point") {
-    s.append(svg("circle", { cx: o.x, cy: o.y, r: 22, fill: "none", stroke: "#e22", "stroke-width": 6, class: "click-marker" }));
-    s.append(svg("circle", { cx: o.x, cy: o.y, r: 5, fill: "#e22" }));
+    s.append(svg("circle", { cx: pc(o.x), cy: pc(o.y), r: 12, fill: "none", stroke: "#e22", "stroke-width": 3, class: "click-marker" }));
+    s.append(svg("circle", { cx: pc(o.x), cy: pc(o.y), r: 3, fill: "#e22" }));
   } else if (o.kind === "arrow") {
     const defs = svg("defs");
-    const m = svg("marker", { id: "head", markerWidth: 6, markerHeight: 6, refX: 5, refY: 3, orient: "auto" });
-    m.append(svg("path", { d: "M0,0 L6,3 L0,6 z", fill: "#e22" }));
+    const m = svg("marker", { id: "head", markerWidth: 4, markerHeight: 4, refX: 3, refY: 2, orient: "auto" });
+    m.append(svg("path", { d: "M0,0 L4,2 L0,4 z", fill: "#e22" }));
     defs.append(m);
-    s.append(defs, svg("line", { x1: o.from_x, y1: o.from_y, x2: o.to_x, y2: o.to_y, stroke: "#e22", "stroke-width": 8, "marker-end": "url(#head)", class: "swipe-arrow" }));
+    s.append(defs, svg("line", { x1: pc(o.from_x), y1: pc(o.from_y), x2: pc(o.to_x), y2: pc(o.to_y), stroke: "#e22", "stroke-width": 4, "marker-end": "url(#head)", class: "swipe-arrow" }));
   }
   return s;
 }

@@ -109,6 +109,8 @@ class EpisodeIndex:
         for store in self.run.stores():
             for part in sorted(store.path.glob("part-*.parquet")):
                 rows.extend(self._part_rows(store, part, results))
+        if not rows:  # an eval run keeps no trajectories: its results still list, filter and compare
+            rows = [_result_row(r) for r in results.values()]
         return rows
 
     def facets(self, rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
@@ -193,6 +195,12 @@ class EpisodeIndex:
         r = _row(f, ["turns.list.element.screenshot"], row)
         turns = r["turns"] or []
         return (turns[step].get("screenshot") or b"") if 0 <= step < len(turns) else b""
+
+
+def _result_row(r: dict[str, Any]) -> dict[str, Any]:
+    """An index row from a results.parquet row (no steps to open: ``row`` is -1)."""
+    out = {**r, "num_steps": r["steps"], "policy_version": None, "store": "", "part": "", "row": -1}
+    return {**out, "round": None, "outcome": outcome(r)}
 
 
 def _row(f: pq.ParquetFile, columns: list[str], row: int) -> dict[str, Any]:

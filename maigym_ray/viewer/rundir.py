@@ -121,7 +121,8 @@ class RunDir:
         path = self.path / "results.parquet"
         if not path.is_file():
             return {}
-        cols = ["episode_id", "task_id", "app", "split", "success", "reward", "steps", "infra_failed"]
+        cols = ["episode_id", "task_id", "app", "split", "platform", "success", "reward", "reason", "steps"]
+        cols += ["parse_errors", "infra_failed", "error"]
         table = pq.read_table(path, columns=cols)
         return {r["episode_id"]: r for r in table.to_pylist()}
 

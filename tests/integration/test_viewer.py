@@ -176,6 +176,14 @@ def test_index_filters_sorts_and_reads_one_step(runs: list[Path]) -> None:
     assert idx.screenshot("", "part-00000.parquet", 0, 1).startswith(b"\x89PNG")
     with pytest.raises(KeyError):
         idx.locate("", "../../etc/passwd")
+    # An eval run keeps no trajectories: its results.parquet still lists, filters and compares.
+    eval_only = runs[0].parent / "eval-run"
+    eval_only.mkdir()
+    (eval_only / "results.parquet").write_bytes((runs[0] / "results.parquet").read_bytes())
+    listed = EpisodeIndex(RunDir(eval_only)).query(Filter(outcome="success"))["episodes"]
+    assert [(e["episode_id"], e["app"], e["row"], e["num_steps"]) for e in listed] == [
+        ("ep-ok", "mail", -1, 4)
+    ]
     train = EpisodeIndex(RunDir(runs[1]))
     assert train.query(Filter(round="2"))["total"] == 4
     assert train.query(Filter(split="heldout"))["total"] == 1

@@ -147,7 +147,7 @@ async function pageEpisodes(main, id, q) {
   for (const e of page.episodes) {
     const link = new URLSearchParams({ store: e.store, part: e.part, row: e.row });
     t.append(el("tr", { class: e.outcome },
-      el("td", {}, el("a", { href: `#/episode/${id}?${link}` }, e.episode_id)),
+      el("td", {}, e.row >= 0 ? el("a", { href: `#/episode/${id}?${link}` }, e.episode_id) : e.episode_id),
       el("td", {}, e.task_id), el("td", {}, e.app), el("td", {}, e.split), el("td", {}, fmt(e.round)),
       el("td", {}, e.store || "trajectories"), el("td", { class: "outcome" }, e.outcome),
       el("td", {}, fmt(e.reward)), el("td", {}, e.num_steps), el("td", {}, e.parse_errors)));

@@ -104,9 +104,13 @@ async def measure(mode: str, n: int, rounds: int, platform: str, backend: str = 
     cfg = EnvManagerConfig(pools={platform: pool}, health_interval_s=60, **slow)
     tasks = [t for t in TaskPool.builtin() if platform in t.platforms]
     mgr = ray.remote(EnvManager).options(num_cpus=0, max_concurrency=1000).remote(cfg, TaskPool(tasks))
+    print(f"[env_ops] {mode}: bring-up of {n} instances", flush=True)
     t0 = time.perf_counter()
     await mgr.start.remote(wait=True)
     bringup = time.perf_counter() - t0
+    print(
+        f"[env_ops] {mode}: reset/step latency, {rounds} rounds (brought up in {bringup:.1f} s)", flush=True
+    )
     leases = await mgr.request.remote(n, platform)
     actors = [await mgr.actor.remote(lease) for lease in leases]
     await asyncio.sleep(2.0)  # let start-up work drain before measuring
@@ -143,6 +147,7 @@ async def measure(mode: str, n: int, rounds: int, platform: str, backend: str = 
                 out.append(time.perf_counter() - t)
         return out
 
+    print(f"[env_ops] {mode}: {n} concurrent episodes", flush=True)
     t = time.perf_counter()
     conc = await asyncio.gather(*(episode(a, tasks[i % len(tasks)]) for i, a in enumerate(actors)))
     conc_s = time.perf_counter() - t

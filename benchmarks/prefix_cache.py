@@ -146,16 +146,16 @@ async def measure(manager, tasks, model: str, observation: str, concurrency: int
     base = PolicyConfig(kind="engine", engine=engine_cfg, sampling=sampling, prompt=prompt)
     window = dataclasses.replace(base, history=HistoryConfig("window", 10, 2))
     step = dataclasses.replace(base, history=HistoryConfig("step", last_k=5))
-    res = {
-        "window": await run(manager, engines[:1], tasks, window, concurrency, image),
-        "step": await run(manager, engines[:1], tasks, step, concurrency, image),
-        "sticky_2_engines": await run(
-            manager, engines, tasks, dataclasses.replace(window, router="sticky"), concurrency, image
-        ),
-        "random_2_engines": await run(
-            manager, engines, tasks, dataclasses.replace(window, router="random"), concurrency, image
-        ),
+    runs = {
+        "window": (engines[:1], window),
+        "step": (engines[:1], step),
+        "sticky_2_engines": (engines, dataclasses.replace(window, router="sticky")),
+        "random_2_engines": (engines, dataclasses.replace(window, router="random")),
     }
+    res = {}
+    for i, (name, (engs, policy)) in enumerate(runs.items()):
+        print(f"[prefix_cache] {model}/{observation}: run {i + 1}/{len(runs)} {name}", flush=True)
+        res[name] = await run(manager, engs, tasks, policy, concurrency, image)
     for e in engines:
         await e.shutdown.remote()
         ray.kill(e)

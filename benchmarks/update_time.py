@@ -60,7 +60,10 @@ def main() -> int:
     window = [s for t, a in zip(trajs, adv, strict=True) for s in pack_window(t, hist, a)]
     step = [s for t, a in zip(trajs, adv, strict=True) for s in pack_step(t, a)]
     cfg = TrainerConfig(token_budget=16384)
-    w_s, s_s = timed_update(model, window, cfg, repeats), timed_update(model, step, cfg, repeats)
+    print(f"[update_time] window-wise update: {len(window)} sequences", flush=True)
+    w_s = timed_update(model, window, cfg, repeats)
+    print(f"[update_time] step-wise update: {len(step)} sequences", flush=True)
+    s_s = timed_update(model, step, cfg, repeats)
     out = {
         "window_update_s": w_s,
         "step_update_s": s_s,

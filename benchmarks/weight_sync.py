@@ -162,7 +162,9 @@ def main() -> int:
     nbytes = ray.get(ranks[0].__ray_call__.remote(lambda self: self.nbytes))
     ray.get([r.join_weight_group.remote(str(init_file)) for r in ranks])
     best = {"per_tensor": float("inf"), "bucketed": float("inf"), "copy": float("inf")}
-    for _ in range(2 if args.quick else 3):
+    repeats = 2 if args.quick else 3
+    for rep in range(repeats):
+        print(f"[weight_sync] repeat {rep + 1}/{repeats}: per tensor, bucketed, loopback copy", flush=True)
         best["per_tensor"] = min(best["per_tensor"], max(ray.get([r.per_tensor.remote() for r in ranks])))
         best["bucketed"] = min(
             best["bucketed"], max(ray.get([r.bucketed.remote(args.bucket_mb) for r in ranks]))

@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
 APT_PKGS="bubblewrap chromium chromium-headless-shell libvirt-dev pkg-config xvfb xdotool openbox xterm mousepad docker.io adb busybox-static qemu-utils"
+echo "[setup 1/4] system packages"
 missing=""
 for p in $APT_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
@@ -15,9 +16,11 @@ if [ -n "$missing" ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
 PY=${PYTHON:-python3}
+echo "[setup 2/4] .venv"
 [ -x .venv/bin/python ] || { echo "[setup] creating .venv"; "$PY" -m venv .venv; }
 stamp=.venv/.maigym-stamp
 want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
+echo "[setup 3/4] python packages"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "[setup] pip install -e .[cpu,dev,android,desktop]  (first run takes a few minutes)"
   .venv/bin/python -m pip install -q --upgrade pip
@@ -25,4 +28,5 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
   echo "$want" > "$stamp"
 fi
+echo "[setup 4/4] import check"
 .venv/bin/python -c "import transformers, ray, playwright, maigym_ray" || { rm -f "$stamp"; exit 1; }

@@ -5,7 +5,7 @@ logprobs and how many prompt tokens vLLM served from its prefix cache. The actor
 prefix-cache counters (``vllm:prefix_cache_queries`` / ``vllm:prefix_cache_hits``), read from the engine's
 Prometheus registry in this process.
 
-CPU notes (DESIGN.md §10): the CPU attention backend needs a block size that is a multiple of 32, and prefix
+CPU notes (docs/platform-notes.md): the CPU attention backend needs a block size that is a multiple of 32, and prefix
 caching hits whole blocks only, so ``block_size=32``. The KV cache is sized with ``VLLM_CPU_KVCACHE_SPACE``
 (GiB). Images are downscaled here, the same way every time, because vLLM hashes an image before its own
 resizing: identical screens must reach it as identical images. An image prompt carries ONE unexpanded
@@ -192,7 +192,7 @@ class EngineActor:
     ) -> dict[str, float]:
         """Receives a broadcast of new weights (layout ``buckets``) from the trainer, loads them into the vLLM
         worker in place, drops the prefix cache and advances the version. vLLM's CPU workers cannot be Ray
-        actors, so the bytes reach the worker through ``collective_rpc`` (DESIGN.md §10)."""
+        actors, so the bytes reach the worker through ``collective_rpc`` (docs/platform-notes.md)."""
         from maigym_ray.policy.weight_receiver import encode_bucket
         from maigym_ray.rl import weight_group
 

@@ -6,7 +6,7 @@ from a fixed seed, so the models say nothing useful, but every code path (tokeni
 engine, prefix cache, weight sync, backward pass) is the real one. Building the same seed twice gives a
 byte-identical ``model.safetensors``.
 
-Choices, and why (measured with transformers 5.19 and vLLM CPU 0.32, see DESIGN.md §10):
+Choices, and why (measured with transformers 5.19 and vLLM CPU 0.32, see docs/platform-notes.md):
 
 - head_dim 64 everywhere: vLLM's CPU attention backend rejects head_dim 16.
 - Weights are float32. Serve with ``dtype="float32"``: vLLM's "auto" downcasts float32 to bfloat16 (it logs

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from maigym_ray.config import PolicyConfig
-from maigym_ray.errors import ConfigError
+from maigym_ray.errors import ConfigError, InfraError, TaskError
 from maigym_ray.harness.demonstration import DemonstrationPolicy
-from maigym_ray.harness.episode import run_episode
+from maigym_ray.harness.episode import run_episode, unscored
 from maigym_ray.harness.model_policy import ModelPolicy
 from maigym_ray.harness.policy import GoldenPolicy, PolicyClient, RandomPolicy
 from maigym_ray.harness.prompt import PromptBuilder
@@ -65,7 +65,7 @@ def make_policy(cfg: PolicyConfig, engines: list[Any] | None = None) -> PolicyCl
 
         if not engines:
             raise ConfigError("policy.kind=engine needs engine actors")
-        engine: Any = EngineRouter(engines, cfg.router, cfg.seed)
+        engine: Any = EngineRouter(engines, cfg.router, cfg.seed, cfg.generate_timeout_s)
     else:
         from maigym_ray.policy.openai_client import OpenAIEngine
 
@@ -87,11 +87,17 @@ async def rollout(
     """Leases an instance of ``platform``, runs one episode of ``task`` and releases the instance."""
     from maigym_ray.envs.lease import LeasedEnv
 
-    env = await LeasedEnv.acquire(manager, platform, step_timeout_s)
+    try:  # no lease (timeout, dead manager) is an infrastructure failure of this episode, not of the batch
+        env = await LeasedEnv.acquire(manager, platform, step_timeout_s)
+    except Exception as exc:
+        return unscored(task, _infra(exc))
     try:
         return await run_episode(env, task, make_policy(policy, engines), keep_screenshots)
     finally:
-        await env.release()
+        try:
+            await env.release()
+        except Exception:  # the manager replaces what it cannot release; the episode is already recorded
+            pass
 
 
 def rollout_task(
@@ -109,6 +115,11 @@ def rollout_task(
     return asyncio.run(rollout(manager, task, platform, policy, engines, step_timeout_s, keep_screenshots))
 
 
+def _infra(exc: BaseException) -> BaseException:
+    """``exc`` as the failure it is: TaskErrors stay task errors, everything else is infrastructure's."""
+    return exc if isinstance(exc, TaskError | InfraError) else InfraError(f"{type(exc).__name__}: {exc}")
+
+
 @dataclass(frozen=True)
 class Finished:
     """One finished episode of :func:`run_rollouts`: the work item, its trajectory, the attempt it took
@@ -121,6 +132,19 @@ class Finished:
     attempt: int
     seconds: float
 
+    @property
+    def outcome(self) -> str:
+        """success, failure, task_error or infra_failed (see :attr:`Trajectory.outcome`)."""
+        return self.trajectory.outcome
+
+
+def outcome_counts(done: list[Finished]) -> dict[str, int]:
+    """How many episodes ended each way: every key of success, failure, task_error, infra_failed."""
+    counts = dict.fromkeys(("success", "failure", "task_error", "infra_failed"), 0)
+    for f in done:
+        counts[f.outcome] += 1
+    return counts
+
 
 async def run_rollouts(
     manager: Any,
@@ -132,12 +156,17 @@ async def run_rollouts(
     step_timeout_s: float = 30.0,
     keep_screenshots: bool = False,
     on_finished: Callable[[Finished], None] | None = None,
+    episode_timeout_s: float = 0.0,
 ) -> list[Finished]:
     """Runs every ``(item, task, platform)`` of ``work`` as a rollout Ray task, ``concurrency`` at a time.
 
-    An episode that ends in an infrastructure failure is retried (on a fresh lease) up to ``infra_retries``
-    times; if it still fails it is returned with ``infra_failed`` set, never as a score. ``on_finished`` sees
-    every returned episode as it finishes (progress bars, writers). Results come back in finishing order.
+    Every item comes back exactly once, as a success, a failure, a task error or an infrastructure failure:
+    one failing episode never discards the others. An infrastructure failure (a dead env or engine, a lease
+    timeout, the rollout task's worker dying, an episode past ``episode_timeout_s``) is retried on a fresh lease
+    up to ``infra_retries`` times, then returned infra-failed, never as a score. A task error (the verifier
+    raised) is not retried: it would fail the same way. ``on_finished`` sees every returned episode as it
+    finishes (progress bars, writers); an exception it raises is the caller's and stops the run. Results come
+    back in finishing order.
     """
     import asyncio
 
@@ -149,12 +178,24 @@ async def run_rollouts(
         queue.put_nowait((item, task, plat, 0))
     done: list[Finished] = []
 
+    async def one(task: TaskSpec, plat: str) -> Trajectory:
+        ref = remote.remote(manager, task, plat, policy, engines, step_timeout_s, keep_screenshots)
+        try:
+            if episode_timeout_s > 0:
+                return await asyncio.wait_for(ref, episode_timeout_s)
+            return await ref
+        except Exception as exc:  # the rollout task itself failed: its worker died, it timed out, a bug
+            if isinstance(exc, TimeoutError):
+                ray.cancel(ref, force=True)
+                exc = InfraError(f"the episode ran past episode_timeout_s={episode_timeout_s}")
+            return unscored(task, _infra(exc))
+
     async def worker() -> None:
         while not queue.empty():
             item, task, plat, attempt = queue.get_nowait()
             t0 = time.perf_counter()
-            traj = await remote.remote(manager, task, plat, policy, engines, step_timeout_s, keep_screenshots)
-            if traj.infra_failed and attempt < infra_retries:
+            traj = await one(task, plat)
+            if traj.outcome == "infra_failed" and attempt < infra_retries:
                 queue.put_nowait((item, task, plat, attempt + 1))
                 continue
             fin = Finished(item, task, plat, traj, attempt, time.perf_counter() - t0)

@@ -7,6 +7,7 @@ task is stateless (``num_cpus=0``: it mostly waits on the env and the engines); 
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
 from collections.abc import Callable
@@ -83,8 +84,11 @@ async def rollout(
     engines: list[Any] | None,
     step_timeout_s: float = 30.0,
     keep_screenshots: bool = False,
+    episode_timeout_s: float = 0.0,
 ) -> Trajectory:
-    """Leases an instance of ``platform``, runs one episode of ``task`` and releases the instance."""
+    """Leases an instance of ``platform``, runs one episode of ``task`` and releases the instance. An episode
+    past ``episode_timeout_s`` (0 = no limit) is cancelled here, so its lease is still released, and its
+    instance is reported failed (it may be stuck)."""
     from maigym_ray.envs.lease import LeasedEnv
 
     try:  # no lease (timeout, dead manager) is an infrastructure failure of this episode, not of the batch
@@ -92,7 +96,14 @@ async def rollout(
     except Exception as exc:
         return unscored(task, _infra(exc))
     try:
-        return await run_episode(env, task, make_policy(policy, engines), keep_screenshots)
+        episode = run_episode(env, task, make_policy(policy, engines), keep_screenshots)
+        if episode_timeout_s <= 0:
+            return await episode
+        try:
+            return await asyncio.wait_for(episode, episode_timeout_s)
+        except TimeoutError:
+            await manager.report_failure.remote(env.lease, "episode timeout")
+            return unscored(task, InfraError(f"the episode ran past episode_timeout_s={episode_timeout_s}"))
     finally:
         try:
             await env.release()
@@ -108,11 +119,17 @@ def rollout_task(
     engines: list[Any] | None,
     step_timeout_s: float = 30.0,
     keep_screenshots: bool = False,
+    episode_timeout_s: float = 0.0,
 ) -> Trajectory:
     """``rollout`` as a plain function, for ``ray.remote(rollout_task).options(num_cpus=0)``."""
-    import asyncio
+    return asyncio.run(
+        rollout(manager, task, platform, policy, engines, step_timeout_s, keep_screenshots, episode_timeout_s)
+    )
 
-    return asyncio.run(rollout(manager, task, platform, policy, engines, step_timeout_s, keep_screenshots))
+
+# Seconds the driver waits past an episode's deadline before it kills the rollout task (which should have
+# ended the episode and released its lease by itself).
+_BACKSTOP_S = 30.0
 
 
 def _infra(exc: BaseException) -> BaseException:
@@ -168,8 +185,6 @@ async def run_rollouts(
     finishes (progress bars, writers); an exception it raises is the caller's and stops the run. Results come
     back in finishing order.
     """
-    import asyncio
-
     import ray
 
     remote = ray.remote(rollout_task).options(num_cpus=0, max_retries=0)
@@ -179,15 +194,17 @@ async def run_rollouts(
     done: list[Finished] = []
 
     async def one(task: TaskSpec, plat: str) -> Trajectory:
-        ref = remote.remote(manager, task, plat, policy, engines, step_timeout_s, keep_screenshots)
+        ref = remote.remote(
+            manager, task, plat, policy, engines, step_timeout_s, keep_screenshots, episode_timeout_s
+        )
         try:
-            if episode_timeout_s > 0:
-                return await asyncio.wait_for(ref, episode_timeout_s)
+            if episode_timeout_s > 0:  # a backstop: the task enforces the deadline itself and releases
+                return await asyncio.wait_for(ref, episode_timeout_s + _BACKSTOP_S)
             return await ref
-        except Exception as exc:  # the rollout task itself failed: its worker died, it timed out, a bug
+        except Exception as exc:  # the rollout task itself failed: its worker died, it hung, a bug
             if isinstance(exc, TimeoutError):
                 ray.cancel(ref, force=True)
-                exc = InfraError(f"the episode ran past episode_timeout_s={episode_timeout_s}")
+                exc = InfraError(f"the rollout task ran past episode_timeout_s={episode_timeout_s}")
             return unscored(task, _infra(exc))
 
     async def worker() -> None:

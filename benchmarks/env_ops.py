@@ -27,10 +27,13 @@ import sys
 import time
 from pathlib import Path
 
+import maigym_ray  # noqa: F401  (loopback Ray settings: must run before ray is imported)
+
+# isort: split
+
 import psutil
 import ray
 
-import maigym_ray  # noqa: F401  (sets the loopback Ray environment before ray is imported)
 from maigym_ray.cluster import init_ray
 from maigym_ray.config import DesktopBackendConfig, EnvManagerConfig, PoolConfig, WebBackendConfig
 from maigym_ray.envs.manager import EnvManager

@@ -28,9 +28,12 @@ import sys
 import time
 from pathlib import Path
 
+import maigym_ray  # noqa: F401  (loopback Ray settings: must run before ray is imported)
+
+# isort: split
+
 import ray
 
-import maigym_ray  # noqa: F401  (loopback Ray settings before ray is imported)
 from maigym_ray.cluster import init_ray
 from maigym_ray.config import EnvManagerConfig, PolicyConfig, PoolConfig, RayConfig
 from maigym_ray.envs.manager import EnvManager

@@ -20,9 +20,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import maigym_ray  # noqa: F401  (loopback Ray settings: must run before ray is imported)
+
+# isort: split
+
 import ray
 
-import maigym_ray  # noqa: F401  (loopback Ray settings before ray is imported)
 from maigym_ray.cluster import init_ray
 from maigym_ray.config import RayConfig
 

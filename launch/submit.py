@@ -199,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     # Ray's default is token auth; the client then sends the token from $RAY_AUTH_TOKEN,
     # $RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token. Set before ray is imported: Ray reads it once.
     os.environ.setdefault("RAY_AUTH_MODE", "token")
+    import maigym_ray  # noqa: F401  (a local Ray, if any, stays on loopback)
+
+    # isort: split
     from ray.job_submission import JobSubmissionClient
 
     address = resolve_address(args.address)

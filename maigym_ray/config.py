@@ -119,6 +119,11 @@ class DesktopBackendConfig:
     settle_timeout_s: float = 10.0
     #: the longest `wait(seconds=...)` honoured.
     wait_cap_s: float = 5.0
+    #: offer the agent a terminal (a shell in the desktop). Off unless turned on: a shell is a way out of the
+    #: task, so when on it runs as ``terminal_user``, never as the env actor's user, in its own session.
+    terminal: bool = False
+    #: the unprivileged user the terminal runs as (it must exist; the agent must run as root to switch).
+    terminal_user: str = "nobody"
     #: text files under home larger than this are left out of state()["desktop"]["files"].
     state_max_file_bytes: int = 65536
     #: the libvirt provider's settings (provider == "libvirt").

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
-APT_PKGS="chromium chromium-headless-shell libvirt-dev pkg-config xvfb xdotool openbox xterm mousepad docker.io adb busybox-static qemu-utils"
+APT_PKGS="bubblewrap chromium chromium-headless-shell libvirt-dev pkg-config xvfb xdotool openbox xterm mousepad docker.io adb busybox-static qemu-utils"
 missing=""
 for p in $APT_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

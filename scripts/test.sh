@@ -1,8 +1,19 @@
 #!/usr/bin/env bash
-# Sets everything up (idempotent) and runs the checks CI runs: lint, format, then every test tier.
+# Sets everything up (idempotent) and runs the checks CI runs: lint, format, then every test tier; with no
+# arguments, the numeric tests again on each other CPU kernel path torch can pick (docs/testing.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+[ $# -eq 0 ] || exit 0
+# A float32 result depends on the kernels torch picks (SIMD width sets the summation order), and CI machines
+# differ: a tolerance that holds on this CPU's kernels must hold on the others too.
+native=$(.venv/bin/python -c "import torch; print(torch.backends.cpu.get_cpu_capability().lower())")
+for cap in default avx2 avx512; do
+  [ "$cap" = "$native" ] && continue
+  [ "$cap" = avx512 ] && ! grep -qw avx512f /proc/cpuinfo && continue
+  echo "[test] tests marked numeric with ATEN_CPU_CAPABILITY=$cap (this CPU's own: $native)"
+  ATEN_CPU_CAPABILITY=$cap .venv/bin/python -m pytest -q -p no:cacheprovider -m numeric
+done

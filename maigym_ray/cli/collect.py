@@ -17,6 +17,7 @@ import maigym_ray  # noqa: F401  (loopback Ray settings before ray is imported)
 from maigym_ray.cli.eval import evaluate
 from maigym_ray.cli.schema import CollectConfig, register
 from maigym_ray.harness.trajectory_store import TrajectoryWriter
+from maigym_ray.rates import fmt_rate
 
 register()
 
@@ -32,7 +33,7 @@ def main(dcfg: DictConfig) -> None:
         )
     print(
         f"collected {writer.written} trajectories into {out_dir / 'trajectories'} "
-        f"(success_rate={report['success_rate']:.3f})"
+        f"(success_rate={fmt_rate(report['success_rate'], '.3f')})"
     )
 
 

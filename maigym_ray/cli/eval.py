@@ -25,7 +25,9 @@ from tqdm import tqdm
 import maigym_ray  # noqa: F401  (loopback Ray settings before ray is imported)
 from maigym_ray.cli.schema import EvalConfig, TasksConfig, register
 from maigym_ray.config import POLICY_KINDS, RayConfig, check_choice, validate_manager_config
+from maigym_ray.durable import atomic_write_text
 from maigym_ray.errors import ConfigError
+from maigym_ray.rates import fmt_rate, rate
 from maigym_ray.tasks.curriculum import curriculum_tasks
 from maigym_ray.tasks.pool import TaskPool
 from maigym_ray.types import TaskSpec, Trajectory
@@ -111,22 +113,22 @@ def success_table(rows: list[dict[str, Any]]) -> str:
             a[1] += 1
     lines = [f"{'app':12s} {'platform':11s} {'success':>8s} {'episodes':>9s} {'infra':>6s}"]
     for (app, plat), (ok, n, infra) in sorted(agg.items()):
-        lines.append(f"{app:12s} {plat:11s} {ok / n if n else 0.0:8.2f} {n:9d} {infra:6d}")
+        lines.append(f"{app:12s} {plat:11s} {fmt_rate(rate(ok, n)):>8s} {n:9d} {infra:6d}")
     ok = sum(a[0] for a in agg.values())
     n = sum(a[1] for a in agg.values())
     lines.append(
-        f"{'all':12s} {'':11s} {ok / n if n else 0.0:8.2f} {n:9d} {sum(a[2] for a in agg.values()):6d}"
+        f"{'all':12s} {'':11s} {fmt_rate(rate(ok, n)):>8s} {n:9d} {sum(a[2] for a in agg.values()):6d}"
     )
     return "\n".join(lines)
 
 
-def split_success(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+def split_success(rows: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
     """Success rate and episode count per task split (train / test / ood_app ...), infra failures excluded."""
     out: dict[str, dict[str, float]] = {}
     for split in sorted({r["split"] for r in rows}):
         scored = [r for r in rows if r["split"] == split and not r["infra_failed"]]
         out[split] = {
-            "success_rate": sum(r["success"] for r in scored) / len(scored) if scored else 0.0,
+            "success_rate": rate(sum(r["success"] for r in scored), len(scored)),
             "episodes": len(scored),
         }
     return out
@@ -136,7 +138,7 @@ def split_table(rows: list[dict[str, Any]]) -> str:
     """Success by split, as printed after the app table."""
     lines = [f"{'split':12s} {'success':>8s} {'episodes':>9s}"]
     for split, v in split_success(rows).items():
-        lines.append(f"{split:12s} {v['success_rate']:8.2f} {int(v['episodes']):9d}")
+        lines.append(f"{split:12s} {fmt_rate(v['success_rate']):>8s} {int(v['episodes'] or 0):9d}")
     return "\n".join(lines)
 
 
@@ -180,7 +182,8 @@ async def evaluate(
             on_trajectory(f.trajectory)
         rows.append(result_row(f.trajectory, f.task, f.platform, f.attempt, f.seconds))
         bar.update(1)
-        bar.set_postfix(success=f"{sum(r['success'] for r in rows) / len(rows):.2f}")
+        scored = [r for r in rows if not r["infra_failed"]]
+        bar.set_postfix(success=fmt_rate(rate(sum(r["success"] for r in scored), len(scored))))
 
     t_run = time.perf_counter()
     await run_rollouts(
@@ -211,15 +214,17 @@ async def evaluate(
         "name": cfg.name,
         "policy": cfg.policy.kind,
         "episodes": len(rows),
-        "success_rate": sum(r["success"] for r in scored) / len(scored) if scored else 0.0,
+        "success_rate": rate(sum(r["success"] for r in scored), len(scored)),
         "infra_failed": sum(r["outcome"] == "infra_failed" for r in rows),
         "task_errors": sum(r["outcome"] == "task_error" for r in rows),
         "bringup_s": bringup,
         "seconds": seconds,
         "episodes_per_s": len(rows) / seconds if seconds else 0.0,
         "by_platform": {
-            p: sum(r["success"] for r in scored if r["platform"] == p)
-            / max(1, sum(1 for r in scored if r["platform"] == p))
+            p: rate(
+                sum(r["success"] for r in scored if r["platform"] == p),
+                sum(1 for r in scored if r["platform"] == p),
+            )
             for p in platforms
         },
         "by_split": split_success(rows),
@@ -231,7 +236,7 @@ async def evaluate(
             "latency_p50_s": {k: v["p50_s"] for k, v in metrics["latency"].items()},
         },
     }
-    (out_dir / "report.json").write_text(json.dumps(report, indent=2))
+    atomic_write_text(out_dir / "report.json", json.dumps(report, indent=2))  # whole or absent, after a crash
     table = success_table(rows) + "\n\n" + split_table(rows)
     (out_dir / "success_table.txt").write_text(table + "\n")
     print(table)
@@ -268,7 +273,7 @@ def main(dcfg: DictConfig) -> None:
     out_dir = Path(cfg.output_dir or hydra.core.hydra_config.HydraConfig.get().runtime.output_dir)
     report = asyncio.run(evaluate(cfg, out_dir))
     print(
-        f"success_rate={report['success_rate']:.3f} episodes={report['episodes']} "
+        f"success_rate={fmt_rate(report['success_rate'], '.3f')} episodes={report['episodes']} "
         f"infra_failed={report['infra_failed']} results={out_dir / 'results.parquet'}"
     )
 

@@ -124,7 +124,7 @@ class LLMSynthConfig:
     paraphrases: int = 1
     #: tasks whose instruction is paraphrased (the first N validated train tasks).
     max_tasks: int = 50
-    #: whole new tasks (instruction, sandboxed verifier code, plan) asked for per world, for the first
+    #: whole new tasks (instruction, declarative checks, plan: data, never code) asked for per world, for the first
     #: ``task_worlds`` worlds (0 = none); each is pre-checked and validated live like any task.
     tasks_per_world: int = 0
     task_worlds: int = 3

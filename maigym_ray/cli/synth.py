@@ -25,6 +25,7 @@ from tqdm import tqdm
 import maigym_ray  # noqa: F401  (loopback Ray settings before ray is imported)
 from maigym_ray.cli.schema import SynthConfig, register
 from maigym_ray.config import RayConfig, validate_manager_config
+from maigym_ray.durable import atomic_write_text
 from maigym_ray.errors import InfraError, TaskError
 from maigym_ray.synth.generate import Rejection, generate, task_tag
 from maigym_ray.synth.validation import Verdict, validate_all
@@ -140,7 +141,7 @@ def write_pool(
         for r in rejected:
             f.write(json.dumps(asdict(r)) + "\n")
     (out_dir / "summary.txt").write_text(summary_table(tasks) + "\n")
-    (out_dir / "synth_report.json").write_text(json.dumps(report, indent=2))
+    atomic_write_text(out_dir / "synth_report.json", json.dumps(report, indent=2))
     return pool_path
 
 

@@ -23,6 +23,13 @@ from maigym_ray.types import Action
 
 MAX_ACTION_CHARS = 2048
 COORD_MAX = 1000
+#: Caps on the arguments that make one step last: a press-and-hold, a wait, a scroll distance (pixels; the
+#: desktop turns it into wheel clicks one by one). Over the cap is a parse error, not a clamp (see
+#: docs/decisions.md), so a step can never outlast the step timeout and turn a bad episode into an
+#: infrastructure failure that leaves the gradient.
+LONG_PRESS_MAX_MS = 5000
+WAIT_MAX_S = 10
+SCROLL_MAX_PX = 5000
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]{0,8})(?:\.[0-9]{1,6})?")
@@ -38,6 +45,8 @@ class ArgSpec:
     )
     required: bool = False
     choices: tuple[str, ...] = ()
+    #: the largest value a numeric argument may take; a larger one is a parse error the model reads
+    cap: float | None = None
 
 
 _ID = ArgSpec("id")
@@ -47,14 +56,14 @@ _Y = ArgSpec("coord")
 #: Every action of the grammar with its arguments. Target arguments (``id`` or ``x``/``y``) are checked below.
 ACTIONS: dict[str, dict[str, ArgSpec]] = {
     "click": {"id": _ID, "x": _X, "y": _Y},
-    "long_press": {"id": _ID, "x": _X, "y": _Y, "duration_ms": ArgSpec("int")},
+    "long_press": {"id": _ID, "x": _X, "y": _Y, "duration_ms": ArgSpec("int", cap=LONG_PRESS_MAX_MS)},
     "type": {"text": ArgSpec("str", True), "id": _ID, "x": _X, "y": _Y, "enter": ArgSpec("bool")},
     "scroll": {
         "direction": ArgSpec("str", True, ("up", "down", "left", "right")),
         "id": _ID,
         "x": _X,
         "y": _Y,
-        "amount": ArgSpec("int"),
+        "amount": ArgSpec("int", cap=SCROLL_MAX_PX),
     },
     "swipe": {
         "from_x": ArgSpec("coord", True),
@@ -75,7 +84,7 @@ ACTIONS: dict[str, dict[str, ArgSpec]] = {
     "open_app": {"name": ArgSpec("str", True)},
     "navigate_back": {},
     "navigate_home": {},
-    "wait": {"seconds": ArgSpec("num")},
+    "wait": {"seconds": ArgSpec("num", cap=WAIT_MAX_S)},
     "answer": {"text": ArgSpec("str", True)},
     "terminate": {"status": ArgSpec("str", False, ("success", "failure"))},
 }
@@ -191,10 +200,13 @@ def _check(name: str, key: str, spec: ArgSpec, value: Any) -> Any:
     if spec.kind == "int":
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 100_000:
             raise bad("a non-negative integer")
+        if spec.cap is not None and value > spec.cap:
+            raise bad(f"at most {spec.cap:g}")
         return value
     if spec.kind == "num":
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 60:
-            raise bad("a number of seconds between 0 and 60")
+        cap = WAIT_MAX_S if spec.cap is None else spec.cap
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= cap:
+            raise bad(f"a number of seconds between 0 and {cap:g}")
         return value
     if spec.kind == "bool":
         if not isinstance(value, bool):

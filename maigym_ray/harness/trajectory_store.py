@@ -1,8 +1,10 @@
 """Trajectory store: trajectories as Parquet part files that a run appends while it goes on.
 
 Layout: ``DIR/part-NNNNN.parquet``. Every ``flush`` closes one part file, so whatever a crashed run had
-flushed stays readable, and a reader never sees a half-written file (parts are written to a temp name and
-renamed). Schema, one row per episode::
+flushed stays readable. Parts are written to a hidden temporary file, fsynced, and published under the next
+free number without ever replacing a part (:func:`maigym_ray.durable.publish_new`): a gap in the numbers or a
+second writer never costs an episode. A part that is unreadable anyway (a truncated file from a crash before
+this, a disk error) is skipped with a warning by the reader, never half-loaded. Schema, one row per episode::
 
     episode_id string      task_id string      platform string     policy_version int64
     reward float64         success bool        reason string
@@ -16,7 +18,8 @@ renamed). Schema, one row per episode::
 
 from __future__ import annotations
 
-import os
+import logging
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from maigym_ray.durable import publish_new
 from maigym_ray.harness.actions import parse_action
 from maigym_ray.types import Reward, Trajectory, Turn
 
@@ -56,6 +60,14 @@ SCHEMA = pa.schema(
         ("turns", pa.list_(TURN)),
     ]
 )
+
+
+_log = logging.getLogger(__name__)
+_PART = re.compile(r"part-(\d+)\.parquet")
+
+
+def _part_name(n: int) -> str:
+    return f"part-{n:05d}.parquet"
 
 
 def to_row(t: Trajectory) -> dict[str, Any]:
@@ -137,7 +149,10 @@ class TrajectoryWriter:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.flush_every = flush_every
         self._buffer: list[dict[str, Any]] = []
-        self._next = len(list(self.dir.glob("part-*.parquet")))  # appending to an existing store
+        # appending to an existing store: after the highest number, not after the count (a gap would make
+        # the count collide with an existing part); publish_new skips any number taken meanwhile
+        nums = [int(m.group(1)) for p in self.dir.iterdir() if (m := _PART.fullmatch(p.name))]
+        self._next = max(nums, default=-1) + 1
         self.written = 0
 
     def write(self, traj: Trajectory) -> None:
@@ -150,11 +165,9 @@ class TrajectoryWriter:
         """Writes the buffered trajectories as one part file; returns its path (None when empty)."""
         if not self._buffer:
             return None
-        path = self.dir / f"part-{self._next:05d}.parquet"
-        tmp = path.with_suffix(".parquet.tmp")
-        pq.write_table(pa.Table.from_pylist(self._buffer, schema=SCHEMA), tmp)
-        os.replace(tmp, path)
-        self._next += 1
+        table = pa.Table.from_pylist(self._buffer, schema=SCHEMA)
+        path = publish_new(self.dir, _part_name, self._next, lambda tmp: pq.write_table(table, tmp))
+        self._next = int(_PART.fullmatch(path.name).group(1)) + 1  # type: ignore[union-attr]
         self.written += len(self._buffer)
         self._buffer = []
         return path
@@ -171,9 +184,17 @@ class TrajectoryWriter:
 
 
 def load_trajectories(directory: str | Path) -> Iterator[Trajectory]:
-    """Every trajectory of a store, part by part, in write order."""
-    for part in sorted(Path(directory).glob("part-*.parquet")):
-        for row in pq.read_table(part, schema=SCHEMA).to_pylist():
+    """Every trajectory of a store, part by part, in write order. An unreadable part (truncated, corrupt) is
+    skipped with a warning: it is read whole before any of its rows is used, so it is never half-loaded."""
+    directory = Path(directory)
+    parts = [p for p in directory.iterdir() if _PART.fullmatch(p.name)] if directory.is_dir() else []
+    for part in sorted(parts, key=lambda p: int(_PART.fullmatch(p.name).group(1))):  # type: ignore[union-attr]
+        try:
+            rows = pq.read_table(part, schema=SCHEMA).to_pylist()
+        except (pa.ArrowException, OSError) as exc:
+            _log.warning("skipping unreadable trajectory part %s: %s: %s", part, type(exc).__name__, exc)
+            continue
+        for row in rows:
             yield from_row(row)
 
 

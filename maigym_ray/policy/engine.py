@@ -92,6 +92,10 @@ class EngineActor:
         if self.engine is not None:
             return {"model": self.model_dir, "start_s": 0.0}
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(self.cfg.cpu_kv_cache_gb))
+        if os.environ.get("ATEN_CPU_CAPABILITY") == "default":
+            # On torch's scalar kernel path, inductor's C++ for vLLM's compiled sampler op does not build
+            # ("'at::vec' has not been declared"); that op runs eagerly instead (docs/testing.md).
+            os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import random
 import shutil
@@ -28,7 +29,9 @@ import torch
 from tqdm import tqdm
 
 from maigym_ray.config import EnvManagerConfig, PolicyConfig
+from maigym_ray.durable import atomic_write_text, check_sealed, seal
 from maigym_ray.harness.trajectory_store import write_all
+from maigym_ray.rates import fmt_rate, rate
 from maigym_ray.rl import weight_group
 from maigym_ray.rl.advantages import group_advantages, zero_variance_groups
 from maigym_ray.rl.packing import PackedSequence, pack
@@ -129,6 +132,20 @@ class RunState:
 _PHASES = ("start", "before", "sft", "rl", "done")
 
 
+def sealed_checkpoint(root: Path) -> Path | None:
+    """The checkpoint to resume from: the one ``latest`` names if it is sealed and whole, else the newest other
+    sealed one. An incomplete or truncated checkpoint is skipped with a warning, never loaded."""
+    latest = root / "latest"
+    named = [root / latest.read_text().strip()] if latest.is_file() else []
+    others = sorted((p for p in root.glob("ckpt-*") if p not in named), key=lambda p: p.stat().st_mtime)
+    for path in [*named, *reversed(others)]:
+        problem = check_sealed(path)
+        if problem is None:
+            return path
+        logging.getLogger(__name__).warning("skipping checkpoint %s: %s", path.name, problem)
+    return None
+
+
 class Driver:
     """Runs the main training job in ``run_dir``; see the module docstring."""
 
@@ -185,7 +202,7 @@ class Driver:
                 self.state.seconds = spent + time.perf_counter() - t_start
                 self._checkpoint()
                 bar.update(1)
-                bar.set_postfix(success=f"{metrics['success']:.2f}", loss=f"{metrics['loss']:.3f}")
+                bar.set_postfix(success=fmt_rate(metrics["success"]), loss=f"{metrics['loss']:.3f}")
             bar.close()
             if self.state.phase == "sft":
                 self._advance("rl", spent + time.perf_counter() - t_start)
@@ -238,8 +255,8 @@ class Driver:
             "version": self.state.version,
             "episodes": len(done),
             "infra_failed": len(done) - len(scored),
-            "success": sum(t.reward.success for t in scored) / max(1, len(scored)),
-            "reward": sum(t.reward.value for t in scored) / max(1, len(scored)),
+            "success": rate(sum(t.reward.success for t in scored), len(scored)),
+            "reward": rate(sum(t.reward.value for t in scored), len(scored)),
             "zero_var_share": zero_var / max(1, len(scored)),
             "sequences": len(seqs),
             **{k: float(v) for k, v in stats.items()},
@@ -288,8 +305,9 @@ class Driver:
         self._log({"phase": "sft", **out})
         return out
 
-    async def evaluate(self, label: str) -> float:
-        """Held-out success rate of the current policy (infra-failed episodes excluded, and reported)."""
+    async def evaluate(self, label: str) -> float | None:
+        """Held-out success rate of the current policy (infra-failed episodes excluded, and reported; None
+        when no episode was scored)."""
         policy = replace(
             self.policy, sampling=replace(self.policy.sampling, temperature=self.cfg.heldout.temperature)
         )
@@ -301,11 +319,11 @@ class Driver:
         done = await self._rollouts(work, policy, f"held-out {label}")
         self._store(f"eval-{label}", [f.trajectory for f in done])
         scored = [f.trajectory for f in done if not f.trajectory.infra_failed]
-        rate = sum(t.reward.success for t in scored) / max(1, len(scored))
+        heldout = rate(sum(t.reward.success for t in scored), len(scored))
         self._log(
-            {"phase": f"eval-{label}", "heldout_success": rate, "infra_failed": len(done) - len(scored)}
+            {"phase": f"eval-{label}", "heldout_success": heldout, "infra_failed": len(done) - len(scored)}
         )
-        return rate
+        return heldout
 
     # -- pieces -------------------------------------------------------------------------------------------
     def _update(self, seqs: list[PackedSequence]) -> dict[str, float]:
@@ -431,8 +449,9 @@ class Driver:
             self._rendezvous(name).unlink(missing_ok=True)
 
     def _checkpoint(self) -> None:
-        """Writes ``checkpoints/ckpt-NNNNN`` (weights, optimizer, reference, state) and then points
-        ``checkpoints/latest`` at it (an atomic rename), so a crash never leaves a half checkpoint behind."""
+        """Writes ``checkpoints/ckpt-NNNNN`` (weights, optimizer, reference, state), seals it (every file
+        fsynced, then a manifest of sizes) and then points ``checkpoints/latest`` at it (durably), so a crash
+        never leaves a half checkpoint that resume would load."""
         assert self.trainer is not None
         self.state.sampler = self.sampler.state_dict()
         root = self.run_dir / "checkpoints"
@@ -441,19 +460,17 @@ class Driver:
         path.mkdir(parents=True)
         self.trainer.save(path / "trainer")
         (path / "state.json").write_text(json.dumps(asdict(self.state)))
-        tmp = root / "latest.tmp"
-        tmp.write_text(path.name)
-        os.replace(tmp, root / "latest")
+        seal(path)
+        atomic_write_text(root / "latest", path.name)
         older = sorted((p for p in root.glob("ckpt-*") if p != path), key=lambda p: p.stat().st_mtime)
         for old in older[: max(0, len(older) - (self.cfg.keep_checkpoints - 1))]:
             shutil.rmtree(old, ignore_errors=True)
 
     def _load_checkpoint(self) -> bool:
         assert self.trainer is not None
-        latest = self.run_dir / "checkpoints" / "latest"
-        if not latest.exists():
+        path = sealed_checkpoint(self.run_dir / "checkpoints")
+        if path is None:
             return False
-        path = latest.parent / latest.read_text().strip()
         self.trainer.load(path / "trainer")
         self.state = RunState(**json.loads((path / "state.json").read_text()))
         self.state.version -= 1  # the broadcast that follows the load advances it back

@@ -7,6 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from maigym_ray.durable import atomic_write_text
+from maigym_ray.rates import fmt_rate
+
 _PANELS = (
     ("success", "rollout success"),
     ("reward", "mean reward"),
@@ -15,6 +18,10 @@ _PANELS = (
     ("update_s", "update time (s)"),
     ("sync_s", "weight sync time (s)"),
 )
+
+
+def _num(v: float | None) -> float:
+    return float("nan") if v is None else v
 
 
 def write_report(run_dir: str | Path, report: dict[str, Any]) -> dict[str, Any]:
@@ -30,7 +37,7 @@ def write_report(run_dir: str | Path, report: dict[str, Any]) -> dict[str, Any]:
     rounds = [h["round"] for h in history]
     fig, axes = plt.subplots(2, 3, figsize=(12, 6.5))
     for ax, (key, title) in zip(axes.flat, _PANELS, strict=True):
-        ax.plot(rounds, [h.get(key, 0.0) for h in history], marker="o", ms=3)
+        ax.plot(rounds, [_num(h.get(key, 0.0)) for h in history], marker="o", ms=3)  # no data: a gap
         ax.set_title(title)
         ax.set_xlabel("round")
         ax.grid(alpha=0.3)
@@ -39,11 +46,12 @@ def write_report(run_dir: str | Path, report: dict[str, Any]) -> dict[str, Any]:
     plt.close(fig)
 
     labels = ["before", "sft", "rl"]
-    values = [report.get(f"heldout_success_{k}") or 0.0 for k in labels]
+    raw = [report.get(f"heldout_success_{k}") for k in labels]
+    values = [v or 0.0 for v in raw]
     fig, ax = plt.subplots(figsize=(4.5, 3.5))
     ax.bar(["before training", "after SFT", "after RL"], values, color=["#999", "#69c", "#3a6"])
     for i, v in enumerate(values):
-        ax.text(i, v + 0.01, f"{v:.2f}", ha="center")
+        ax.text(i, v + 0.01, fmt_rate(raw[i]), ha="center")
     ax.set_ylim(0, 1.05)
     ax.set_title("held-out success")
     fig.tight_layout()
@@ -51,5 +59,5 @@ def write_report(run_dir: str | Path, report: dict[str, Any]) -> dict[str, Any]:
     plt.close(fig)
 
     out = {**report, "plots": ["training.png", "heldout.png"]}
-    (run_dir / "report.json").write_text(json.dumps(out, indent=2))
+    atomic_write_text(run_dir / "report.json", json.dumps(out, indent=2))  # whole or absent, after a crash
     return out

@@ -7,13 +7,14 @@ golden solution, and only its instruction changes. Two guards keep it honest:
 - :func:`keeps_facts`: every fact of the original instruction (quoted text, numbers, dates, times, emails,
   names) must appear verbatim in the paraphrase, or it is rejected as ``paraphrase_drops_facts``;
 - the caller sends every paraphrased task through the same live validation as any other task, so nothing
-  an LLM wrote enters a pool unchecked. (Verifier code an LLM writes would run as a ``code`` verifier, which
-  only ever runs in the sandbox of :mod:`maigym_ray.tasks.sandbox`.)
+  an LLM wrote enters a pool unchecked.
 
-New tasks (:class:`LLMTaskWriter`): the model proposes, over one world's facts, an instruction, verifier code
-and a plan in the planner's JSON step language (data only: no code in the plan). The verifier becomes a
-``code`` verifier (sandboxed); the planner turns the plan into a golden solution over the screens; then the
-pre-check and live validation decide, as for any template.
+New tasks (:class:`LLMTaskWriter`): the model proposes, over one world's facts, an instruction, a verifier in
+the declarative ``checks`` language of :mod:`maigym_ray.tasks.verifiers` and a plan in the planner's JSON step
+language. Both are data, never code: model output is parsed, never run. The checks are validated strictly
+(an unknown op or key, a wrong type, an app the task does not use: the proposal is rejected, saying why);
+the planner turns the plan into a golden solution over the screens; then the pre-check and live validation
+decide, as for any template.
 
 A failed request is ``llm_error`` for that task; a malformed proposal is ``llm_bad_proposal``; the run goes on.
 """
@@ -28,7 +29,9 @@ from typing import Any
 
 import aiohttp
 
+from maigym_ray.errors import TaskError
 from maigym_ray.synth.generate import Rejection
+from maigym_ray.tasks.verifiers import build_verifier
 from maigym_ray.types import TaskSpec
 
 PROMPT = (
@@ -139,8 +142,12 @@ Write {n} new tasks, one JSON object per line, nothing else. Each object has:
   "instruction": what the user asks, naming records the way the apps show them;
   "apps": the apps the task needs, the first one is where it starts;
   "kind": "info" (answered) or "state" (changes something);
-  "verifier_code": Python source defining verify(states, answer) -> bool, where states maps app name to that
-      app's state (the JSON above has the same shape) and answer is the agent's answer or None;
+  "checks": the success test, a list of checks over the final app states (same shape as the JSON above) that
+      must all hold, each exactly one of
+      {{"op": "exists", "app": A, "path": P, "match": M}} (some record at A's state path P matches M),
+      {{"op": "absent", "app": A, "path": P, "match": M}} (no record matches),
+      {{"op": "answer", "any_of": [S], "numeric": B}} (the agent's answer is one of S);
+      P is a dot path into the app's state, M maps field names to values ({{"$contains": S}} for a substring);
   "plan": the steps to solve it, each one of
       {{"op": "open", "app": A}}, {{"op": "click", "id": ID}}, {{"op": "click_text", "prefix": P, "text": T}},
       {{"op": "type", "id": ID, "text": T}}, {{"op": "read", "regex": R, "names": [N]}},
@@ -152,14 +159,33 @@ EXAMPLE_TASK: dict[str, Any] = {
     "instruction": "Pin the note \u201cBudget\u201d.",
     "apps": ["notes"],
     "kind": "state",
-    "verifier_code": "def verify(states, answer):\n"
-    "    return any(n['title'] == 'Budget' and n['pinned'] for n in states['notes']['notes'])",
+    "checks": [
+        {"op": "exists", "app": "notes", "path": "notes", "match": {"title": "Budget", "pinned": True}}
+    ],
     "plan": [
         {"op": "open", "app": "notes"},
         {"op": "click_text", "prefix": "note-", "text": "Budget"},
         {"op": "click", "id": "pin"},
     ],
 }
+
+
+#: The keys of one proposed task: exactly these (an unknown key, e.g. ``verifier_code``, rejects the proposal).
+PROPOSAL_KEYS = frozenset({"instruction", "apps", "kind", "checks", "plan"})
+
+
+def checks_from_json(checks: Any, apps: tuple[str, ...]) -> dict[str, Any]:
+    """A ``checks`` verifier spec from an LLM's JSON, validated strictly (see
+    :func:`maigym_ray.tasks.verifiers.validate_check`); every check must read one of the task's ``apps``.
+    Raises TaskError or ValueError saying what is wrong."""
+    if not isinstance(checks, list) or not checks:
+        raise ValueError("checks must be a non-empty list")
+    spec = {"name": "checks", "params": {"checks": checks}}
+    build_verifier(spec)  # strict: unknown ops, keys and types raise TaskError
+    for i, c in enumerate(checks):
+        if c["op"] != "answer" and c["app"] not in apps:
+            raise ValueError(f"check {i} reads app {c['app']!r}, which the task does not use ({list(apps)})")
+    return spec
 
 
 def plan_from_json(steps: Any) -> tuple[Any, ...]:
@@ -197,9 +223,9 @@ def plan_from_json(steps: Any) -> tuple[Any, ...]:
 
 
 class LLMTaskWriter:
-    """Asks an OpenAI-compatible chat endpoint for whole new tasks (instruction, verifier code, plan) over a
-    world. Each proposal becomes a draft with a sandboxed ``code`` verifier; the caller pre-checks it with the
-    planner and validates it live like every other task."""
+    """Asks an OpenAI-compatible chat endpoint for whole new tasks (instruction, checks, plan) over a world.
+    Each proposal becomes a draft with a ``checks`` verifier; the caller pre-checks it with the planner and
+    validates it live like every other task."""
 
     def __init__(self, para: LLMParaphraser, apps: list[str], n: int = 3) -> None:
         self.para, self.apps, self.n = para, apps, n
@@ -234,9 +260,13 @@ class LLMTaskWriter:
             tid = f"llm-w{world.seed}-{k}"
             try:
                 d = json.loads(line)
+                if not isinstance(d, dict) or set(d) != PROPOSAL_KEYS:
+                    got = sorted(d) if isinstance(d, dict) else type(d).__name__
+                    raise ValueError(f"a proposal has exactly the keys {sorted(PROPOSAL_KEYS)}; got {got}")
                 apps = tuple(str(a) for a in d["apps"])
                 if not apps or not set(apps) <= set(self.apps) or d["kind"] not in ("info", "state"):
                     raise ValueError(f"apps {apps} / kind {d.get('kind')!r} not allowed")
+                verifier = checks_from_json(d["checks"], apps)
                 out.append(
                     Draft(
                         "llm",
@@ -246,11 +276,11 @@ class LLMTaskWriter:
                         (),
                         plan_from_json(d["plan"]),
                         task_id=tid,
-                        verifier={"name": "code", "params": {"code": str(d["verifier_code"])}},
+                        verifier=verifier,
                         tags=("llm_written",),
                     )
                 )
-            except (ValueError, KeyError, TypeError) as exc:
+            except (ValueError, KeyError, TypeError, TaskError) as exc:
                 rejected.append(
                     Rejection(tid, "llm", "llm_bad_proposal", f"{type(exc).__name__}: {exc}"[:300])
                 )

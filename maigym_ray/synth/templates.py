@@ -41,7 +41,7 @@ class Draft:
     split: str = ""
     tags: tuple[str, ...] = ()
     max_steps: int = 0  # 0: twice the golden solution's length plus 2, at least 8
-    #: a whole verifier spec instead of ``checks`` (an LLM-written task's sandboxed ``code`` verifier).
+    #: a whole verifier spec instead of ``checks`` (e.g. a hand-written, jailed ``code`` verifier).
     verifier: dict[str, Any] | None = None
 
 

@@ -8,7 +8,7 @@ For one task on one leased environment:
 4. reset again: the state must equal the first snapshot, compared by hash (``reset_not_equal``).
 
 A task file error (a bad seed) is ``bad_task``; a verifier that raises, or hangs and is killed by the
-sandbox, is ``verifier_error``. Infrastructure failures (a crashed browser, a dead actor, a
+jail, is ``verifier_error``. Infrastructure failures (a crashed browser, a dead actor, a
 timeout) are not verdicts on the task: :func:`validate_all` retries the task on a fresh lease and, if it still
 fails, reports it as ``infra_failure``, kept apart from the rejections. Plain Python over the :class:`LiveEnv`
 protocol; the caller (``cli/synth.py``) provides one backed by the Ray EnvManager.

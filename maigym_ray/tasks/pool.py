@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from maigym_ray.durable import atomic_path
 from maigym_ray.errors import TaskError
 from maigym_ray.types import PLATFORMS, TaskSpec
 
@@ -196,6 +197,8 @@ class TaskPool:
         return cls.load(BUILTIN_DIR)
 
     def save(self, path: str | Path) -> None:
-        """Writes the pool as Parquet with :data:`SCHEMA`."""
+        """Writes the pool as Parquet with :data:`SCHEMA`, crash-safely: a crash leaves the old file or the
+        new one, never a truncated one (temp file, fsync, rename, fsync the directory)."""
         table = pa.Table.from_pylist([task_to_row(t) for t in self], schema=SCHEMA)
-        pq.write_table(table, Path(path))
+        with atomic_path(path) as tmp:
+            pq.write_table(table, tmp)

@@ -93,6 +93,65 @@ def _answer_ok(answer: str | None, any_of: list[str], numeric: bool) -> bool:
     return any(norm == _norm(a) for a in any_of)
 
 
+#: The keys each check op takes (``numeric`` is optional); anything else is a malformed check.
+CHECK_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "exists": (frozenset({"op", "app", "path", "match"}), frozenset()),
+    "absent": (frozenset({"op", "app", "path", "match"}), frozenset()),
+    "answer": (frozenset({"op", "any_of"}), frozenset({"numeric"})),
+}
+
+
+def _check_value(v: Any, where: str) -> None:
+    """A match value is JSON data; the only operator object is ``{"$contains": <string>}``."""
+    if v is None or isinstance(v, str | bool | int | float):
+        return
+    if isinstance(v, list):
+        for x in v:
+            _check_value(x, where)
+        return
+    if isinstance(v, dict):
+        if any(isinstance(k, str) and k.startswith("$") for k in v):
+            if set(v) != {"$contains"} or not isinstance(v["$contains"], str):
+                raise TaskError(f'{where}: the only operator is {{"$contains": <string>}}, got {sorted(v)}')
+            return
+        for x in v.values():
+            _check_value(x, where)
+        return
+    raise TaskError(f"{where}: {type(v).__name__} is not JSON data")
+
+
+def validate_check(i: int, c: Any) -> None:
+    """Raises TaskError (saying what is wrong) unless ``c`` is a well-formed check: a known op, exactly its
+    keys, each of the right type. Strict, because checks may come from a model: nothing unknown passes."""
+    if not isinstance(c, dict):
+        raise TaskError(f"check {i} must be an object, got {type(c).__name__}")
+    op = c.get("op")
+    if op not in CHECK_KEYS:
+        raise TaskError(f"check {i}: unknown op {op!r}; valid: {', '.join(CHECK_KEYS)}")
+    required, optional = CHECK_KEYS[op]
+    if missing := required - set(c):
+        need = "a non-empty any_of list" if op == "answer" else "app, path and a match object"
+        raise TaskError(f"check {i} ({op}) needs {need}; lacks {sorted(missing)}")
+    if unknown := set(c) - required - optional:
+        raise TaskError(
+            f"check {i} ({op}): unknown keys {sorted(unknown)}; valid: {sorted(required | optional)}"
+        )
+    if op == "answer":
+        if not isinstance(c["any_of"], list) or not c["any_of"]:
+            raise TaskError(f"check {i} (answer) needs a non-empty any_of list")
+        if not all(isinstance(a, str | int | float) and not isinstance(a, bool) for a in c["any_of"]):
+            raise TaskError(f"check {i} (answer): any_of holds strings or numbers only")
+        if not isinstance(c.get("numeric", False), bool):
+            raise TaskError(f"check {i} (answer): numeric must be true or false")
+        return
+    if not isinstance(c["app"], str) or not isinstance(c["path"], str):
+        raise TaskError(f"check {i} ({op}): app and path must be strings")
+    if not isinstance(c["match"], dict):
+        raise TaskError(f"check {i} ({op}) needs app, path and a match object")
+    for key, want in c["match"].items():
+        _check_value(want, f"check {i} ({op}) match.{key}")
+
+
 @dataclass(frozen=True)
 class ChecksVerifier:
     """All checks must hold. Built from the ``checks`` spec above; raises TaskError on a malformed spec."""
@@ -103,17 +162,7 @@ class ChecksVerifier:
         if not self.checks:
             raise TaskError("a checks verifier needs at least one check (an empty one would pass everything)")
         for i, c in enumerate(self.checks):
-            if not isinstance(c, dict):
-                raise TaskError(f"check {i} must be an object, got {type(c).__name__}")
-            op = c.get("op")
-            if op in ("exists", "absent"):
-                if not {"app", "path", "match"} <= set(c) or not isinstance(c["match"], dict):
-                    raise TaskError(f"check {i} ({op}) needs app, path and a match object")
-            elif op == "answer":
-                if not isinstance(c.get("any_of"), list) or not c["any_of"]:
-                    raise TaskError(f"check {i} (answer) needs a non-empty any_of list")
-            else:
-                raise TaskError(f"check {i}: unknown op {op!r}; valid: exists, absent, answer")
+            validate_check(i, c)
 
     def __call__(self, states: dict[str, Any], answer: str | None) -> Reward:
         for i, c in enumerate(self.checks):
@@ -137,7 +186,7 @@ def _check_list(checks: Any) -> tuple[dict[str, Any], ...]:
 
 VERIFIER_BUILDERS: dict[str, Callable[[dict[str, Any]], Verifier]] = {
     "checks": lambda p: ChecksVerifier(_check_list(p.get("checks"))),
-    # Synthesised code: only ever run in a sandboxed child process (tasks/sandbox.py).
+    # Hand-written (trusted) code only; still only ever run inside the bubblewrap jail (tasks/jail.py).
     "code": lambda p: CodeVerifier(
         p.get("code"), float(p.get("timeout_s", 2.0)), int(p.get("memory_mb", 256))
     ),

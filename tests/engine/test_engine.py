@@ -71,6 +71,7 @@ async def test_generate_returns_ids_logprobs_and_cache_hits(text_engine):
     assert after["queries"] - before["queries"] >= 400 and after["hits"] - before["hits"] >= 192
 
 
+@pytest.mark.numeric
 async def test_greedy_matches_transformers(text_engine):
     import torch
     from transformers import AutoModelForCausalLM
@@ -152,6 +153,7 @@ async def test_vision_language_model_sees_the_screenshot(ray_local):
         ray_local.kill(engine)
 
 
+@pytest.mark.numeric
 async def test_weight_update_matches_the_trainer_and_advances_the_version(text_engine):
     import torch
     from transformers import AutoModelForCausalLM
@@ -185,6 +187,7 @@ async def test_weight_update_matches_the_trainer_and_advances_the_version(text_e
     assert all(abs(a - b) < 1e-3 for a, b in zip(trainer_lp, after.logprobs, strict=True))
 
 
+@pytest.mark.numeric
 async def test_broadcast_over_the_weight_group_matches_the_trainer(text_engine, ray_local, tmp_path):
     """The trainer (rank 0) broadcasts flat buckets over a ray.util.collective gloo group; the engine actor
     (rank 1) receives them and loads them into its vLLM worker. Afterwards the engine's greedy output and

@@ -1,6 +1,17 @@
 """DeepSpeed ZeRO-2 and ZeRO-3 on the CPU accelerator, two gloo ranks on loopback, each training half the
 batch, give TorchTrainer's update over the whole batch: same loss, stats and gradient norm, same weights after
-the AdamW step; also when one rank has no sequence, and after a checkpoint round trip."""
+the AdamW step; also when one rank has no sequence, and after a checkpoint round trip.
+
+How close is "same weights"? Two computations of one gradient agree only to float32 rounding, and the rounding
+depends on the summation order: the SIMD width torch's kernels use (``ATEN_CPU_CAPABILITY`` default / avx2 /
+avx512), the thread count, and the split over two ranks. Adam turns that rounding into weight differences
+unevenly: its first step is ``-lr * g / (|g| + eps)``, flat (about ``lr``) where ``|g| >> eps`` and steep
+(slope ``lr / (4 eps)``) where ``|g|`` is near ``eps = 1e-8``, so a 6e-10 rounding of a 2e-8 gradient moves a
+weight by 6e-6 = 0.6 % of ``lr``. A fixed per-weight tolerance therefore holds on one CPU's kernels only. The
+weights are compared per element against :func:`adam_step_spread`: how far apart Adam's update can land when
+every gradient is known only to within ``GRAD_REL_ERR`` of the largest one (the loss, statistics and gradient
+norm are compared tightly as well). To reproduce a failure on another kernel path, run this file with
+``ATEN_CPU_CAPABILITY=default`` or ``avx2`` (see docs/testing.md)."""
 
 from __future__ import annotations
 
@@ -22,6 +33,7 @@ from maigym_ray.rl.trainer import TorchTrainer, TrainerConfig, collate, token_lo
 
 pytestmark = [
     pytest.mark.integration,
+    pytest.mark.numeric,
     pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="deepspeed is not installed"),
 ]
 
@@ -29,6 +41,14 @@ WORLD = 2
 STAGES = (2, 3)
 #: lr large enough for every trained weight to move visibly, clip low enough to bind.
 CFG = TrainerConfig(lr=1e-3, grad_clip=0.5, token_budget=64)
+#: How far two float32 computations of the same gradient may differ, relative to its largest element. Measured
+#: at most 4.3e-7 between the three kernel paths and thread counts 1 and 2 (TorchTrainer alone); the bound
+#: keeps a 20x margin for the two-rank reduction on top.
+GRAD_REL_ERR = 1e-5
+#: How far Adam's own float32 arithmetic (sqrt, division, the lr product) may move one step, relative to lr,
+#: for the same gradient: the kernels differ between a vectorised body and a scalar tail, and ZeRO steps flat
+#: partitions, not the per-parameter tensors. Measured up to 2.7e-5 between the kernel paths.
+UPDATE_REL_ERR = 1e-4
 
 
 def tiny_model() -> torch.nn.Module:
@@ -170,15 +190,83 @@ def run_ranks(tmp_path: Path, state: dict, seqs: list[PackedSequence], timeout_s
     return torch.load(out, weights_only=False)
 
 
-def assert_same_step(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor], start: dict) -> None:
-    """Adam's early steps are about lr * sign(gradient), which amplifies float rounding where a gradient is
-    near Adam's eps (1e-8): a handful of weights may differ by ~1e-3 of the step. So the steps are compared
-    in norm, and only loosely per weight."""
-    want_step = torch.cat([(w - start[k]).flatten() for k, w in want.items()])
-    got_step = torch.cat([(got[k] - start[k]).flatten() for k in want])
-    assert float((got_step - want_step).norm()) < 1e-4 * float(want_step.norm())
-    assert float((got_step - want_step).abs().max()) < 1e-2 * CFG.lr
-    assert float((want_step.abs() > 0.5 * CFG.lr).float().mean()) > 0.5  # the weights really moved
+def adam_step_spread(grads: list[torch.Tensor], opt: torch.optim.Optimizer, delta: float) -> torch.Tensor:
+    """Per element: how far apart (max - min, in units of lr) the bias-corrected, weight-decay-free Adam update
+    ``m_hat / (sqrt(v_hat) + eps)`` after the gradients ``grads`` (k tensors of one shape, oldest first) can
+    land when each gradient is known only to within +-``delta``. Exact for one step (the update is monotone in
+    the gradient, so the ends of the interval bound it); for two steps it is the spread over a 5 x 5 grid of the
+    gradient box, with a 25 % margin for what the grid misses."""
+    (beta1, beta2), eps = opt.param_groups[0]["betas"], opt.param_groups[0]["eps"]
+    offsets = torch.linspace(-delta, delta, 5 if len(grads) > 1 else 2)
+    updates = []
+    for combo in torch.cartesian_prod(*[offsets] * len(grads)).reshape(-1, len(grads)):
+        m = v = torch.zeros_like(grads[0], dtype=torch.float64)
+        for g, off in zip(grads, combo, strict=True):
+            g = g.double() + float(off)
+            m, v = beta1 * m + (1 - beta1) * g, beta2 * v + (1 - beta2) * g * g
+        k = len(grads)
+        updates.append((m / (1 - beta1**k)) / ((v / (1 - beta2**k)).sqrt() + eps))
+    stacked = torch.stack(updates)
+    spread = stacked.max(0).values - stacked.min(0).values
+    return (spread * (1.25 if len(grads) > 1 else 1.0)).float()
+
+
+def assert_same_weights(
+    got: dict[str, torch.Tensor], want: dict[str, torch.Tensor], tolerance: dict[str, torch.Tensor]
+) -> None:
+    """``got`` equals ``want`` per element within ``tolerance`` (plus 4 float32 ulps of the weight for the
+    update's own rounding), and the tolerance is tight (under 1 % of lr) for most weights, so the comparison
+    still tells a wrong update from a right one."""
+    ulp = torch.finfo(torch.float32).eps
+    for name, w in want.items():
+        bound = tolerance[name] + 4 * ulp * w.abs() + 1e-9
+        err = (got[name] - w).abs()
+        worst = int((err - bound).argmax())
+        assert bool((err <= bound).all()), (
+            f"{name}[{worst}]: off by {float(err.flatten()[worst]):.3g}, allowed {float(bound.flatten()[worst]):.3g}"
+        )
+    tight = torch.cat([t.flatten() for t in tolerance.values()]) < 1e-2 * CFG.lr
+    assert float(tight.float().mean()) > 0.75
+
+
+def adam_tolerance(
+    grads: list[dict[str, torch.Tensor]], opt: torch.optim.Optimizer
+) -> dict[str, torch.Tensor]:
+    """The per-weight tolerance of the weights after the Adam steps whose (clipped) gradients are ``grads``,
+    one dict per step: per step, the spread of the update plus its own rounding, times lr, summed."""
+    lr = opt.param_groups[0]["lr"]
+    out: dict[str, torch.Tensor] = {}
+    for name in grads[0]:
+        history = [g[name] for g in grads]
+        delta = GRAD_REL_ERR * max(float(g[name].abs().max()) for g in grads)
+        out[name] = sum(
+            lr * (adam_step_spread(history[: k + 1], opt, delta) + UPDATE_REL_ERR)
+            for k in range(len(history))
+        )
+    return out
+
+
+def recorded_update(
+    trainer: TorchTrainer, seqs: list[PackedSequence]
+) -> tuple[dict, dict[str, torch.Tensor]]:
+    """``trainer.update(seqs)`` as it runs, plus the gradients its optimizer stepped with (after clipping)."""
+    grads: dict[str, torch.Tensor] = {}
+    names = {p: n for n, p in trainer.model.named_parameters()}
+
+    def keep(opt: torch.optim.Optimizer, *_: Any) -> None:
+        grads.update({names[p]: p.grad.detach().clone() for g in opt.param_groups for p in g["params"]})
+
+    hook = trainer.opt.register_step_pre_hook(keep)
+    try:
+        return trainer.update(seqs), grads
+    finally:
+        hook.remove()
+
+
+def assert_moved(after: dict[str, torch.Tensor], before: dict[str, torch.Tensor]) -> None:
+    """Most weights moved by at least half of lr: the update was a real one."""
+    step = torch.cat([(after[k] - before[k]).flatten() for k in before])
+    assert float((step.abs() > 0.5 * CFG.lr).float().mean()) > 0.5
 
 
 @pytest.fixture(scope="module")
@@ -191,11 +279,13 @@ def runs(tmp_path_factory) -> dict:
     want: dict = {"weights0": _weights(model), "n_params": sum(p.numel() for p in model.parameters())}
     torch_model = copy.deepcopy(model)
     trainer = TorchTrainer(torch_model, CFG)
-    want["step1"], want["grad_norm1"] = trainer.update(seqs), torch_grad_norm(model, seqs)
+    (want["step1"], grads1), want["grad_norm1"] = recorded_update(trainer, seqs), torch_grad_norm(model, seqs)
     want["weights1"] = _weights(torch_model)
     want["grad_norm2"] = torch_grad_norm(torch_model, seqs[0::2])
-    want["step2"] = trainer.update(seqs[0::2])
+    want["step2"], grads2 = recorded_update(trainer, seqs[0::2])
     want["weights2"] = _weights(torch_model)
+    want["tolerance1"] = adam_tolerance([grads1], trainer.opt)
+    want["tolerance2"] = adam_tolerance([grads1, grads2], trainer.opt)
     return {"torch": want, **run_ranks(tmp_path_factory.mktemp("ds"), want["weights0"], seqs)}
 
 
@@ -211,8 +301,10 @@ def test_zero_on_two_ranks_equals_one_torch_step_on_the_whole_batch(runs, stage)
     assert got["grad_norm1"] == pytest.approx(want["grad_norm1"], rel=1e-5)
     assert got["grad_norm2"] == pytest.approx(want["grad_norm2"], rel=1e-5)
     assert want["grad_norm1"] > CFG.grad_clip  # the clip binds
-    assert_same_step(got["weights1"], want["weights1"], want["weights0"])
-    assert_same_step(got["weights2"], want["weights2"], want["weights1"])
+    assert_same_weights(got["weights1"], want["weights1"], want["tolerance1"])
+    assert_same_weights(got["weights2"], want["weights2"], want["tolerance2"])
+    assert_moved(want["weights1"], want["weights0"])
+    assert_moved(want["weights2"], want["weights1"])
     assert got["moved"] and got["restored"]
 
 
@@ -255,13 +347,12 @@ def test_the_drivers_deepspeed_strategy_matches_torch(ray_local, tmp_path):
     seqs = [dataclasses.replace(s, episode_id=f"ep{i}") for i, s in enumerate(fixed_batch(model))]
     group = DeepSpeedGroup(str(tmp_path / "model"), CFG, 2, 2, f"file://{tmp_path / 'rendezvous'}")
     reference = TorchTrainer(copy.deepcopy(model), CFG)
-    want = reference.update(seqs)
+    want, grads = recorded_update(reference, seqs)
     got = group.update(seqs)
     assert abs(got["loss"] - want["loss"]) < 1e-5 and got["tokens"] == want["tokens"]
     weights = dict(group.weights())
     assert set(weights) == set(model.state_dict())
-    for name, t in reference.model.state_dict().items():
-        torch.testing.assert_close(weights[name], t, rtol=0, atol=1e-5)
+    assert_same_weights(weights, dict(reference.model.state_dict()), adam_tolerance([grads], reference.opt))
     moved = max(float((weights[n] - t).abs().max()) for n, t in model.state_dict().items())
     assert moved > 1e-4  # the update did something
     group.save(tmp_path / "ckpt")

@@ -47,7 +47,7 @@ def manager(ray_local, tmp_path_factory):
                 target_size=2,
                 max_size=3,
                 recycle_after=0,
-                desktop=DesktopBackendConfig(home_template=str(template)),
+                desktop=DesktopBackendConfig(home_template=str(template), terminal=True),
             )
         },
         health_interval_s=0.5,

@@ -137,8 +137,8 @@ def test_llm_made_tasks_enter_the_pool_only_through_live_validation(ray_local, t
     written = [t for t in pool if "llm_written" in t.tags]
     paraphrased = [t for t in pool if "llm_paraphrase" in t.tags]
     assert (
-        len(written) == 1 and written[0].verifier["name"] == "code"
-    )  # the sandboxed verifier, validated live
+        len(written) == 1 and written[0].verifier["name"] == "checks"
+    )  # the model's verifier is data (checks), validated live
     assert len(paraphrased) == 1 and paraphrased[0].instruction.startswith("Please ")
     assert report["tasks_validated"] == len(pool) == 4  # 2 template tasks + 1 paraphrase + 1 LLM-written
     assert report["rejected_by_reason"] == {"llm_bad_proposal": 1}

@@ -85,7 +85,7 @@ VALID = [
     ("wait()", Action("wait", {})),
     ("wait(seconds=2)", Action("wait", {"seconds": 2})),
     ("wait(seconds=0.5)", Action("wait", {"seconds": 0.5})),
-    ("wait(seconds=60)", Action("wait", {"seconds": 60})),
+    ("wait(seconds=10)", Action("wait", {"seconds": 10})),
     ('answer(text="89")', Action("answer", {"text": "89"})),
     ('answer(text="€89.00")', Action("answer", {"text": "€89.00"})),
     ("terminate()", Action("terminate", {})),
@@ -179,7 +179,7 @@ INVALID = {
     "long_id": 'click(id="' + "a" * 65 + '")',
     "float_int_arg": 'scroll(direction="up", amount=1.5)',
     "negative_int_arg": 'scroll(direction="up", amount=-3)',
-    "seconds_too_long": "wait(seconds=61)",
+    "seconds_too_long": "wait(seconds=11)",
     "bad_choice": 'scroll(direction="sideways")',
     "bad_terminate_status": 'terminate(status="done")',
     "unknown_key": 'key(key="Hyper")',
@@ -388,7 +388,7 @@ _structured = st.one_of(
     ),
     st.lists(st.sampled_from(sorted(KEYS)), min_size=1, max_size=4).map(lambda k: ("hotkey", {"keys": k})),
     st.text(max_size=200).map(lambda s: ("answer", {"text": s})),
-    st.integers(0, 60).map(lambda s: ("wait", {"seconds": s})),
+    st.integers(0, 10).map(lambda s: ("wait", {"seconds": s})),
 )
 
 
@@ -460,3 +460,28 @@ def test_platform_tables_are_consistent() -> None:
     # the core actions work everywhere
     for name in ("click", "type", "scroll", "key", "answer", "terminate", "wait"):
         assert all(name in allowed for allowed in PLATFORM_ACTIONS.values()), name
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ('long_press(id="a", duration_ms=100000)', "duration_ms must be at most 5000"),
+        ('long_press(id="a", duration_ms=5001)', "duration_ms must be at most 5000"),
+        ('scroll(direction="down", amount=100000)', "amount must be at most 5000"),
+        ("wait(seconds=30)", "between 0 and 10"),
+    ],
+)
+def test_parameters_that_stall_a_step_are_capped(text: str, fragment: str) -> None:
+    # the audit's long_press(duration_ms=100000) outlasted the step timeout and turned a bad episode into an
+    # infrastructure failure; over the cap it is now a parse error the model reads, and the episode goes on
+    with pytest.raises(ActionParseError, match=fragment):
+        parse_action(text)
+    assert parse_action('long_press(id="a", duration_ms=5000)').args["duration_ms"] == 5000
+
+
+def test_the_caps_fit_inside_the_step_timeout() -> None:
+    from maigym_ray.config import EnvManagerConfig
+    from maigym_ray.harness.actions import LONG_PRESS_MAX_MS, WAIT_MAX_S
+
+    step = EnvManagerConfig().step_timeout_s
+    assert LONG_PRESS_MAX_MS / 1000 <= step / 2 and WAIT_MAX_S <= step / 2

@@ -24,7 +24,10 @@ if shutil.which("Xvfb") is None:
 @pytest.fixture(scope="module")
 def agent(tmp_path_factory):
     """An agent (without the session browser, to stay quick) on its own Xvfb display."""
-    tmp = tmp_path_factory.mktemp("agent")
+    yield from _run_agent(tmp_path_factory.mktemp("agent"))
+
+
+def _run_agent(tmp, extra: tuple[str, ...] = (), wm: bool = False):
     (tmp / "template" / "docs").mkdir(parents=True)
     (tmp / "template" / "docs" / "a.txt").write_text("alpha\n")
     token = secrets.token_urlsafe(16)
@@ -42,6 +45,10 @@ def agent(tmp_path_factory):
         out += os.read(rfd, 16)
     display = ":" + out.decode().strip()
     os.close(rfd)
+    openbox = None
+    if wm:  # session windows are found through the window manager's _NET_CLIENT_LIST
+        env = {"PATH": os.environ["PATH"], "DISPLAY": display, "HOME": str(tmp)}
+        openbox = subprocess.Popen(["openbox", "--sm-disable"], env=env, stderr=subprocess.DEVNULL)
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -64,6 +71,7 @@ def agent(tmp_path_factory):
             "640",
             "--height",
             "480",
+            *extra,
         ],
         start_new_session=True,
     )
@@ -75,6 +83,9 @@ def agent(tmp_path_factory):
     yield {"url": url, "token": token, "home": tmp / "home", "tmp": tmp, "display": display}
     proc.terminate()
     proc.wait(10)
+    if openbox is not None:
+        openbox.terminate()
+        openbox.wait(10)
     xvfb.terminate()
     xvfb.wait(10)
 
@@ -194,3 +205,60 @@ def test_xlib_screenshot_fallback_matches_mss(agent):
     with getattr(mss, "MSS", mss.mss)(display=agent["display"]) as sct:
         shot = sct.grab(sct.monitors[0])
         assert png == mss.tools.to_png(shot.rgb, shot.size, level=1)  # same pixels, same encoding
+
+
+async def test_the_terminal_is_off_unless_turned_on(agent):
+    c = client(agent)
+    assert await c.launch("terminal") == "the terminal is turned off on this desktop"
+    await c.close()
+
+
+def test_the_terminal_is_off_by_default_in_the_config() -> None:
+    from maigym_ray.config import DesktopBackendConfig
+
+    assert DesktopBackendConfig().terminal is False and DesktopBackendConfig().terminal_user == "nobody"
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("xterm") is None or shutil.which("openbox") is None,
+    reason="needs root, xterm and openbox",
+)
+async def test_a_turned_on_terminal_runs_unprivileged_in_its_own_session_without_network():
+    import tempfile
+    from pathlib import Path
+
+    import psutil
+
+    tmp = Path(tempfile.mkdtemp(prefix="maigym_term_"))
+    tmp.chmod(0o711)  # as the xvfb provider does: the terminal's user may pass through to home/
+    (tmp / "template").mkdir()
+    (tmp / "template" / "a.txt").write_text("alpha\n")
+    gen = _run_agent(tmp, ("--terminal-user", "nobody"), wm=True)
+    info = next(gen)
+    c = client(info)
+    try:
+        assert await c.launch("terminal") == ""
+        me = psutil.Process()
+        terms = [p for p in psutil.process_iter(["name", "cmdline"]) if p.info["name"] == "xterm"]
+        terms = [p for p in terms if any(str(tmp) in a for a in p.environ().values())]
+        assert len(terms) == 1, terms
+        term = terms[0]
+        assert term.uids().real == term.uids().effective == 65534  # nobody, not the actor's root
+        assert term.gids().real == 65534 and _groups(term) in ([], ["65534"])  # no other groups
+        assert os.getsid(term.pid) != os.getsid(me.pid) and os.getsid(term.pid) != os.getsid(0)
+        assert os.readlink(f"/proc/{term.pid}/ns/net") != os.readlink("/proc/self/ns/net")  # no loopback
+        assert (tmp / "home" / "a.txt").stat().st_uid == 65534  # it can work in home like the editor
+        assert "NoNewPrivs:\t1" in Path(f"/proc/{term.pid}/status").read_text()
+    finally:
+        await c.close()
+        gen.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _groups(proc) -> list[str]:
+    from pathlib import Path
+
+    line = next(
+        ln for ln in Path(f"/proc/{proc.pid}/status").read_text().splitlines() if ln.startswith("Groups:")
+    )
+    return line.split()[1:]

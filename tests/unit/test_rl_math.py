@@ -11,7 +11,7 @@ from maigym_ray.rl.advantages import group_advantages, zero_variance_groups, zer
 from maigym_ray.rl.losses import clipped_policy_loss, k3_kl
 from maigym_ray.rl.trainer import TrainerConfig, _aggregate
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.unit, pytest.mark.numeric]
 
 
 def test_group_advantages_grpo_and_dr_grpo():

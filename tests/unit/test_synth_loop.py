@@ -188,7 +188,7 @@ async def test_paraphraser_speaks_openai_chat_and_filters() -> None:
     assert seen[0]["auth"] == "Bearer k" and seen[0]["body"]["model"] == "m"
 
 
-async def test_llm_written_tasks_are_parsed_sandboxed_and_prechecked() -> None:
+async def test_llm_written_tasks_are_parsed_as_checks_and_prechecked() -> None:
     import json
 
     from maigym_ray.synth.generate import draft_to_task
@@ -199,9 +199,20 @@ async def test_llm_written_tasks_are_parsed_sandboxed_and_prechecked() -> None:
         json.dumps(EXAMPLE_TASK),
         json.dumps({**EXAMPLE_TASK, "plan": [{"op": "exec", "code": "import os"}]}),  # no such op: rejected
         json.dumps(
-            {**EXAMPLE_TASK, "verifier_code": "def verify(states, answer):\n    return True"}
+            {
+                **EXAMPLE_TASK,
+                "checks": [{"op": "absent", "app": "notes", "path": "notes", "match": {"title": "?"}}],
+            }
         ),  # passes at start
         "not json",
+        # model-written code is refused, never run: an unknown key, an unknown op, an unused app, a $-operator
+        json.dumps({**EXAMPLE_TASK, "verifier_code": "def verify(states, answer):\n    return True"}),
+        json.dumps({**EXAMPLE_TASK, "checks": [{"op": "python", "code": "import os"}]}),
+        json.dumps({**EXAMPLE_TASK, "checks": [{**EXAMPLE_TASK["checks"][0], "app": "mail"}]}),
+        json.dumps(
+            {**EXAMPLE_TASK, "checks": [{**EXAMPLE_TASK["checks"][0], "match": {"t": {"$where": "1"}}}]}
+        ),
+        json.dumps({**EXAMPLE_TASK, "checks": [{**EXAMPLE_TASK["checks"][0], "eval": "1"}]}),
     ]
 
     async def chat(request: web.Request) -> web.Response:
@@ -213,10 +224,15 @@ async def test_llm_written_tasks_are_parsed_sandboxed_and_prechecked() -> None:
         writer = LLMTaskWriter(LLMParaphraser(f"http://127.0.0.1:{port}/v1", "m"), ["notes", "mail"], n=4)
         world = make_world(2)
         drafts, bad = await writer.drafts(world)
-    assert len(drafts) == 2 and {r.reason for r in bad} == {"llm_bad_proposal"} and len(bad) == 2
-    assert "unknown op 'exec'" in bad[0].detail
+    assert len(drafts) == 2 and {r.reason for r in bad} == {"llm_bad_proposal"} and len(bad) == 7
+    details = [r.detail for r in bad]
+    assert "unknown op 'exec'" in details[0]
+    assert "exactly the keys" in details[2] and "verifier_code" in details[2]
+    assert "unknown op 'python'" in details[3]
+    assert "reads app 'mail', which the task does not use" in details[4]
+    assert "only operator" in details[5] and "unknown keys ['eval']" in details[6]
     ok = await asyncio.to_thread(draft_to_task, drafts[0], world, 0, 5)
-    assert isinstance(ok, TaskSpec) and ok.verifier["name"] == "code" and "llm_written" in ok.tags
+    assert isinstance(ok, TaskSpec) and ok.verifier["name"] == "checks" and "llm_written" in ok.tags
     assert ok.golden == ('click(id="note-n3")', 'click(id="pin")')
     lax = await asyncio.to_thread(draft_to_task, drafts[1], world, 1, 5)
     assert not isinstance(lax, TaskSpec) and lax.reason == "verifier_passes_initial_state"

@@ -11,7 +11,7 @@ import pytest
 
 from maigym_ray.policy import tiny_models as tm
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.unit, pytest.mark.numeric]
 
 ACTION_STRINGS = [
     'click(id="search")',

@@ -13,7 +13,7 @@ from maigym_ray.rl.packing import pack_step, pack_window
 from maigym_ray.rl.trainer import TorchTrainer, TrainerConfig, collate, token_logprobs
 from maigym_ray.types import Reward, Trajectory, Turn
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.unit, pytest.mark.numeric]
 
 
 @pytest.fixture(scope="module")

@@ -77,3 +77,50 @@ def test_schema_is_documented_and_stable():
     assert SCHEMA.names[:3] == ["episode_id", "task_id", "platform"]
     turn_fields = [f.name for f in SCHEMA.field("turns").type.value_type]
     assert {"prompt_ids", "response_ids", "logprobs", "parse_error", "screenshot"} <= set(turn_fields)
+
+
+def test_a_gap_in_part_numbers_never_overwrites_a_part(tmp_path) -> None:
+    # the repro from the audit: parts 0 and 1 exist, part 0 goes missing; a writer that numbered parts by
+    # counting files wrote "part-00001" again and lost the episodes in it
+    write_all(tmp_path, [traj(0)])
+    write_all(tmp_path, [traj(1)])
+    (tmp_path / "part-00000.parquet").unlink()
+    write_all(tmp_path, [traj(2)])
+    assert sorted(t.episode_id for t in load_trajectories(tmp_path)) == ["ep1", "ep2"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["part-00001.parquet", "part-00002.parquet"]
+
+
+def test_two_writers_on_one_store_never_collide(tmp_path) -> None:
+    a, b = TrajectoryWriter(tmp_path, flush_every=1), TrajectoryWriter(tmp_path, flush_every=1)
+    for i in range(3):  # both start at part 0: each publish claims the next free number
+        a.write(traj(i))
+        b.write(traj(10 + i))
+    assert len(list(tmp_path.glob("part-*.parquet"))) == 6
+    assert len(list(load_trajectories(tmp_path))) == 6
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary file left
+
+
+def test_a_truncated_part_is_skipped_with_a_warning(tmp_path, caplog) -> None:
+    write_all(tmp_path, [traj(0)])
+    write_all(tmp_path, [traj(1), traj(2)])
+    part = tmp_path / "part-00001.parquet"
+    part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])  # a crash mid-write, from before
+    with caplog.at_level("WARNING"):
+        assert [t.episode_id for t in load_trajectories(tmp_path)] == ["ep0"]
+    assert "skipping unreadable trajectory part" in caplog.text and "part-00001" in caplog.text
+    assert list(load_trajectories(tmp_path / "missing")) == []
+
+
+def test_a_failed_write_leaves_no_part_behind(tmp_path, monkeypatch) -> None:
+    import pyarrow.parquet as pq
+
+    w = TrajectoryWriter(tmp_path, flush_every=10)
+    w.write(traj(0))
+
+    def disk_full(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pq, "write_table", disk_full)
+    with pytest.raises(OSError, match="No space"):
+        w.flush()
+    assert list(tmp_path.iterdir()) == []

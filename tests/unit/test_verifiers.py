@@ -366,3 +366,21 @@ def test_numeric_answer_ignores_numbers_inside_words(answer: str, ok: bool) -> N
     check = {"op": "answer", "any_of": ["89"], "numeric": True}
     assert ChecksVerifier((check,))({}, answer).success is ok
     assert ChecksVerifier(({"op": "answer", "any_of": ["1089"], "numeric": True},))({}, "1,089.00").success
+
+
+@pytest.mark.parametrize(
+    ("check", "fragment"),
+    [
+        ({"op": "exists", "app": "a", "path": "p", "match": {}, "code": "x"}, r"unknown keys \['code'\]"),
+        ({"op": "answer", "any_of": ["1"], "regex": ".*"}, r"unknown keys \['regex'\]"),
+        ({"op": "exists", "app": 1, "path": "p", "match": {}}, "app and path must be strings"),
+        ({"op": "exists", "app": "a", "path": "p", "match": {"t": {"$regex": "."}}}, r"only operator"),
+        ({"op": "exists", "app": "a", "path": "p", "match": {"t": {"$contains": 3}}}, r"only operator"),
+        ({"op": "answer", "any_of": [{"x": 1}]}, "strings or numbers only"),
+        ({"op": "answer", "any_of": ["1"], "numeric": "yes"}, "numeric must be true or false"),
+    ],
+)
+def test_checks_are_strict_about_keys_and_types(check: dict[str, Any], fragment: str) -> None:
+    # checks may be written by a model: anything the language does not define is refused, never ignored
+    with pytest.raises(TaskError, match=fragment):
+        build_verifier({"name": "checks", "params": {"checks": [check]}})

@@ -7,7 +7,7 @@ import torch
 
 from maigym_ray.rl.weight_sync import flatten, plan_buckets, unflatten
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.unit, pytest.mark.numeric]
 
 
 def test_buckets_respect_size_and_dtype_and_keep_order():

@@ -28,6 +28,7 @@ import asyncio
 import base64
 import hmac
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -84,8 +85,11 @@ class Agent:
         width: int = 1280,
         height: int = 800,
         settle_timeout_s: float = 10.0,
+        terminal_user: str | None = None,
     ) -> None:
         self.display, self.token = display, token
+        #: the user the terminal runs as; None: no terminal on this desktop
+        self.terminal_user = terminal_user
         self.home = home.resolve()
         self.home_template = home_template.resolve() if home_template else None
         self.session_dir = session_dir
@@ -399,6 +403,8 @@ class Agent:
                 return ""
             if app not in ("editor", "terminal"):
                 return f"no app named {app!r}; desktop apps: {', '.join(SESSION_APPS)}"
+            if app == "terminal" and self.terminal_user is None:
+                return "the terminal is turned off on this desktop"
             proc = self.apps.get(app)
             if proc is None or proc.poll() is not None:
                 if app == "editor":
@@ -422,14 +428,23 @@ class Agent:
                         "--noprofile",
                         "--norc",
                     ]
+                env = {**self.env, "PS1": "$ "}
+                if app == "terminal":
+                    try:
+                        argv = [*self._terminal_prefix(), *argv]
+                    except PermissionError as exc:
+                        return str(exc)
+                    # the session's XDG dirs are the agent's (mode 0700), not the terminal user's
+                    env = {k: v for k, v in env.items() if not k.startswith("XDG_")}
+                    env["USER"] = env["LOGNAME"] = str(self.terminal_user)
                 self.apps[app] = subprocess.Popen(
                     argv,
                     cwd=self.home,
-                    env={**self.env, "PS1": "$ "},
+                    env=env,
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
-                    start_new_session=True,
+                    start_new_session=True,  # its own session and process group, killed whole on reset
                     preexec_fn=die_with_parent,
                 )
             await self.activate(await self.wait_window(app))
@@ -494,6 +509,37 @@ class Agent:
                 await self.browser.navigate(url, self.settle_timeout_s)
             await self.activate(await self.wait_window("browser"))
 
+    def _terminal_prefix(self) -> list[str]:
+        """The argv prefix that runs the terminal as ``terminal_user`` (no other groups, no capabilities,
+        no_new_privs) in a network namespace of its own: the node's loopback services (the app host's control
+        endpoint, Chromium's DevTools port, Ray) are out of its reach; X is reached through its socket file.
+        Raises PermissionError (the model sees it as the action's error) when that is not possible."""
+        try:
+            pw = pwd.getpwnam(str(self.terminal_user))
+        except KeyError:
+            raise PermissionError(f"the terminal's user {self.terminal_user!r} does not exist") from None
+        if pw.pw_uid == 0:
+            raise PermissionError("the terminal may not run as root")
+        if os.geteuid() != 0:
+            raise PermissionError("the terminal needs the agent to run as root, to drop to its own user")
+        return [
+            *("unshare", "--net", "--", "setpriv", f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}"),
+            *("--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"),
+        ]
+
+    def _give_home_to_terminal(self) -> None:
+        """With a terminal, its user owns the home tree, so shell commands can work there like the editor."""
+        if self.terminal_user is None or os.geteuid() != 0:
+            return
+        try:
+            pw = pwd.getpwnam(self.terminal_user)
+        except KeyError:
+            return
+        for root, dirs, names in os.walk(self.home):
+            for name in [*dirs, *names]:
+                os.lchown(os.path.join(root, name), pw.pw_uid, pw.pw_gid)
+        os.chown(self.home, pw.pw_uid, pw.pw_gid)
+
     def restore_home(self) -> None:
         """Makes the home directory an exact copy of the template (empty without one)."""
         self.home.mkdir(parents=True, exist_ok=True)
@@ -504,6 +550,7 @@ class Agent:
                 child.unlink()
         if self.home_template is not None and self.home_template.is_dir():
             shutil.copytree(self.home_template, self.home, symlinks=True, dirs_exist_ok=True)
+        self._give_home_to_terminal()
 
     # -- exec and files -------------------------------------------------------------------------------------
     async def run_command(
@@ -666,6 +713,7 @@ def make_app(agent: Agent) -> web.Application:
         p.parent.mkdir(parents=True, exist_ok=True)
         data = await r.read()
         p.write_bytes(data)
+        agent._give_home_to_terminal()
         return web.json_response({"path": p.relative_to(agent.home).as_posix(), "bytes": len(data)})
 
     async def files(r: web.Request) -> web.Response:
@@ -730,6 +778,7 @@ async def serve(args: argparse.Namespace) -> None:
         args.width,
         args.height,
         args.settle_timeout,
+        args.terminal_user or None,
     )
     agent.restore_home()
     agent.with_browser = not args.no_browser
@@ -781,6 +830,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--width", type=int, default=1280)
     ap.add_argument("--height", type=int, default=800)
     ap.add_argument("--settle-timeout", type=float, default=10.0, help="longest page load after an action")
+    ap.add_argument(
+        "--terminal-user", default="", help="offer a terminal, run as this (unprivileged) user; none if empty"
+    )
     args = ap.parse_args(argv)
     asyncio.run(serve(args))
     return 0

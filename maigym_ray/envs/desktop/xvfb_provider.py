@@ -174,6 +174,9 @@ class XvfbProvider(DesktopProvider):
             argv += ["--home-template", self.cfg.home_template]
         if self.cfg.chromium:
             argv += ["--chromium", self.cfg.chromium]
+        if self.cfg.terminal:
+            argv += ["--terminal-user", self.cfg.terminal_user]
+            self.tmp.chmod(0o711)  # the terminal's user may pass through to home/, not list or read the rest
         await self._wait_wm()
         agent_env = {**os.environ, "DISPLAY": self.display, "PYTHONUNBUFFERED": "1"}
         self.agent = self._spawn(argv, agent_env, "agent.log")

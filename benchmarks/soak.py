@@ -13,7 +13,7 @@ Figures: ``attempted`` work items, ``completed`` (scored: success or failure), `
 ``task_errors``, ``lost`` (items with no record, or more than one: must be 0), ``kills`` (and by kind),
 ``rss_slope_mb_per_min`` (memory growth once warm: every process of the tree, this one, Ray, actors, Chromium,
 is sampled between batches with the pools back at their size; each process's Theil–Sen RSS slope over the
-samples after the first third of the run, summed over processes; ``rss_slope_tree_mb_per_min`` is the slope of
+samples after the first third of the run and after the process's own first minute, summed over processes; ``rss_slope_tree_mb_per_min`` is the slope of
 the tree's total, which jumps whenever chaos kills a process or Ray resizes its worker pool), ``fds_start`` /
 ``fds_end`` (open files of the same process tree after the first two batches, one per policy, and after the
 last batch, both once the pools are back to their warm size) and ``minutes``. Falls back to the fake backend when Chromium is missing.
@@ -205,6 +205,9 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
     # leak. The start figures are taken after one batch of each policy (rollout workers and engines warm).
     rss_all: list[tuple[float, float]] = []
     per_pid: dict[int, list[tuple[float, float]]] = {}
+    born: dict[int, float] = {}  # a process's start, in seconds since t0
+    kinds: dict[int, str] = {}
+    wall0 = time.time() - (time.monotonic() - t0)
     totals = dict.fromkeys(("success", "failure", "task_error", "infra_failed"), 0)
     attempted = lost_items = batches = 0
     fds_start, start_breakdown = 0, {}
@@ -240,6 +243,8 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         rss_all.append((now, tree_rss_mb(me)))
         for proc in tree(me):
             try:
+                if proc.pid not in born:
+                    born[proc.pid], kinds[proc.pid] = proc.create_time() - wall0, kind(proc)
                 per_pid.setdefault(proc.pid, []).append((now, proc.memory_info().rss / 2**20))
             except psutil.Error:
                 pass
@@ -260,8 +265,17 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
     # Growth of the processes themselves: the sum over processes of each one's slope while it lived (three or
     # more warm samples). Chaos kills and restarts processes and Ray varies its worker pool, so the tree's total
     # jumps by a process's size at every change; a leak is a process that keeps growing, which this sees.
-    slopes = {pid: [x for x in xs if x[0] >= warm_from] for pid, xs in per_pid.items()}
-    growth = sum(slope_per_min(xs) for xs in slopes.values() if len(xs) >= 3)
+    # "Once warm" holds per process too: a process that chaos started late (a new Chromium, env actor or
+    # engine) fills its caches over its first minute, which is warm-up, not a leak.
+    settle = min(60.0, warm_from)
+    slopes = {
+        pid: [x for x in xs if x[0] >= max(warm_from, born[pid] + settle)] for pid, xs in per_pid.items()
+    }
+    growth_by_kind: dict[str, float] = {}
+    for pid, xs in slopes.items():
+        if len(xs) >= 3:
+            growth_by_kind[kinds[pid]] = growth_by_kind.get(kinds[pid], 0.0) + slope_per_min(xs)
+    growth = sum(growth_by_kind.values())
     metrics = await manager.metrics.remote()
     await manager.shutdown.remote()
     ray.kill(manager)
@@ -283,6 +297,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         "kills_by_kind": chaos.kills,
         "rss_slope_mb_per_min": round(growth, 2),
         "rss_slope_tree_mb_per_min": round(slope_per_min(warm_all), 2),
+        "rss_slope_by_kind": {k: round(v, 2) for k, v in sorted(growth_by_kind.items())},
         "rss_mb_start": round(rss_all[0][1], 1) if rss_all else 0.0,
         "rss_mb_end": round(rss_all[-1][1], 1) if rss_all else 0.0,
         "fds_start": fds_start,

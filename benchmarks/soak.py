@@ -273,7 +273,9 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
     }
     growth_by_kind: dict[str, float] = {}
     for pid, xs in slopes.items():
-        if len(xs) >= 3:
+        # a process seen for under a minute once warm has no trend to speak of: a few seconds' jitter would
+        # read as hundreds of MB per minute
+        if len(xs) >= 3 and xs[-1][0] - xs[0][0] >= min(60.0, warm_from):
             growth_by_kind[kinds[pid]] = growth_by_kind.get(kinds[pid], 0.0) + slope_per_min(xs)
     growth = sum(growth_by_kind.values())
     metrics = await manager.metrics.remote()

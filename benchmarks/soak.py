@@ -163,6 +163,10 @@ async def alive(engine: Any) -> bool:
 
 async def soak(args: argparse.Namespace) -> dict[str, Any]:
     web = shutil.which("chromium") is not None and args.backend == "web"
+    # Ray's GCS keeps the events of the last N tasks (default 100 000); every episode is a Ray task, so at a few
+    # episodes a second the head grows by ~13 MB/min for hours until that cap (measured: gcs_server +128 MB in
+    # a 10-minute soak). A long-running job bounds it; the soak does too, so what it measures is our growth.
+    os.environ.setdefault("RAY_task_events_max_num_task_in_gcs", str(args.gcs_task_events))
     init_ray(RayConfig(num_cpus=2, object_store_mb=256))
     if web:
         pool = TaskPool.builtin()
@@ -287,6 +291,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         "backend": "web" if web else "fake",
         "minutes": round(minutes, 2),
         "chaos_every_s": args.chaos_every_s,
+        "gcs_task_events": int(os.environ["RAY_task_events_max_num_task_in_gcs"]),
         "batches": batches,
         "attempted": attempted,
         "completed": totals["success"] + totals["failure"],
@@ -338,6 +343,12 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=3)
     ap.add_argument("--batch", type=int, default=12, help="episodes per batch")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--gcs-task-events",
+        type=int,
+        default=2000,
+        help="task events Ray's GCS keeps (Ray's default: 100000)",
+    )
     args = ap.parse_args()
     if args.quick:
         args.minutes, args.chaos_every_s = 1.5, 10.0

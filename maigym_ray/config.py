@@ -14,7 +14,7 @@ from maigym_ray.harness.model_policy import SamplingConfig
 from maigym_ray.harness.prompt import PromptConfig
 from maigym_ray.policy.engine import EngineConfig
 
-BACKEND_KINDS = ("web", "android", "desktop")
+BACKEND_KINDS = ("web", "android", "desktop", "fake")
 BROWSER_MODES = ("shared", "per_env")
 
 
@@ -210,6 +210,20 @@ class AndroidBackendConfig:
 
 
 @dataclass
+class FakeBackendConfig:
+    """The scripted fake backend (maigym_ray.testing.FakeBackend): fast tests and fault injection, no device."""
+
+    #: screens the fake cycles through, one accessibility text each; every successful action moves to the next.
+    screens: list[str] = field(default_factory=lambda: ["[1] button 'Next'", "[1] button 'Done'"])
+    #: seconds every act/reset takes (stands in for device latency).
+    delay_s: float = 0.0
+    #: a folder of one-shot faults shared by every instance: a file named "<op>.<kind>" (op: start, reset,
+    #: observe, act, state, health; kind: error, hang, die) is claimed by the first instance to run op, which
+    #: then raises BackendError, hangs, or kills its process. "" = no faults.
+    faults_dir: str = ""
+
+
+@dataclass
 class PoolConfig:
     """One warm pool of identical instances (one backend kind on one platform)."""
 
@@ -234,6 +248,8 @@ class PoolConfig:
     android: AndroidBackendConfig = field(default_factory=AndroidBackendConfig)
     #: desktop backend settings (used when backend == "desktop").
     desktop: DesktopBackendConfig = field(default_factory=DesktopBackendConfig)
+    #: fake backend settings (used when backend == "fake": tests and fault drills).
+    fake: FakeBackendConfig = field(default_factory=FakeBackendConfig)
 
 
 @dataclass
@@ -279,6 +295,9 @@ class PolicyConfig:
     num_engines: int = 1
     #: "sticky" (every request of an episode to one engine) or "random".
     router: str = "sticky"
+    #: seconds one engine ``generate`` may take; past it the engine counts as hung (an infrastructure
+    #: failure) and the router moves the episode to a live engine.
+    generate_timeout_s: float = 120.0
     #: kind "openai": the server's base URL (…/v1), model name and tokenizer directory ("" = engine.model).
     openai_base_url: str = "http://127.0.0.1:8000/v1"
     openai_model: str = ""
@@ -345,9 +364,9 @@ def validate_manager_config(cfg: EnvManagerConfig) -> None:
                 raise ConfigError(
                     f"env.pools.{name}: backend desktop serves platform desktop, not {pool.platform!r}"
                 )
-        if pool.backend not in ("web", "android", "desktop"):
+        if pool.backend not in BACKEND_KINDS:
             raise ConfigError(
-                f"env.pools.{name}.backend={pool.backend!r} is not available in this build yet; available: web, android, desktop"
+                f"env.pools.{name}.backend={pool.backend!r} is not available in this build yet; available: {', '.join(BACKEND_KINDS)}"
             )
         if not 0 <= pool.target_size <= pool.max_size or pool.max_size < 1:
             raise ConfigError(f"env.pools.{name}: need 0 <= target_size <= max_size and max_size >= 1")

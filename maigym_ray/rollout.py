@@ -7,6 +7,7 @@ task is stateless (``num_cpus=0``: it mostly waits on the env and the engines); 
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
 from collections.abc import Callable
@@ -15,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from maigym_ray.config import PolicyConfig
-from maigym_ray.errors import ConfigError
+from maigym_ray.errors import ConfigError, InfraError, TaskError
 from maigym_ray.harness.demonstration import DemonstrationPolicy
-from maigym_ray.harness.episode import run_episode
+from maigym_ray.harness.episode import run_episode, unscored
 from maigym_ray.harness.model_policy import ModelPolicy
 from maigym_ray.harness.policy import GoldenPolicy, PolicyClient, RandomPolicy
 from maigym_ray.harness.prompt import PromptBuilder
@@ -65,7 +66,7 @@ def make_policy(cfg: PolicyConfig, engines: list[Any] | None = None) -> PolicyCl
 
         if not engines:
             raise ConfigError("policy.kind=engine needs engine actors")
-        engine: Any = EngineRouter(engines, cfg.router, cfg.seed)
+        engine: Any = EngineRouter(engines, cfg.router, cfg.seed, cfg.generate_timeout_s)
     else:
         from maigym_ray.policy.openai_client import OpenAIEngine
 
@@ -83,15 +84,31 @@ async def rollout(
     engines: list[Any] | None,
     step_timeout_s: float = 30.0,
     keep_screenshots: bool = False,
+    episode_timeout_s: float = 0.0,
 ) -> Trajectory:
-    """Leases an instance of ``platform``, runs one episode of ``task`` and releases the instance."""
+    """Leases an instance of ``platform``, runs one episode of ``task`` and releases the instance. An episode
+    past ``episode_timeout_s`` (0 = no limit) is cancelled here, so its lease is still released, and its
+    instance is reported failed (it may be stuck)."""
     from maigym_ray.envs.lease import LeasedEnv
 
-    env = await LeasedEnv.acquire(manager, platform, step_timeout_s)
+    try:  # no lease (timeout, dead manager) is an infrastructure failure of this episode, not of the batch
+        env = await LeasedEnv.acquire(manager, platform, step_timeout_s)
+    except Exception as exc:
+        return unscored(task, _infra(exc))
     try:
-        return await run_episode(env, task, make_policy(policy, engines), keep_screenshots)
+        episode = run_episode(env, task, make_policy(policy, engines), keep_screenshots)
+        if episode_timeout_s <= 0:
+            return await episode
+        try:
+            return await asyncio.wait_for(episode, episode_timeout_s)
+        except TimeoutError:
+            await manager.report_failure.remote(env.lease, "episode timeout")
+            return unscored(task, InfraError(f"the episode ran past episode_timeout_s={episode_timeout_s}"))
     finally:
-        await env.release()
+        try:
+            await env.release()
+        except Exception:  # the manager replaces what it cannot release; the episode is already recorded
+            pass
 
 
 def rollout_task(
@@ -102,11 +119,22 @@ def rollout_task(
     engines: list[Any] | None,
     step_timeout_s: float = 30.0,
     keep_screenshots: bool = False,
+    episode_timeout_s: float = 0.0,
 ) -> Trajectory:
     """``rollout`` as a plain function, for ``ray.remote(rollout_task).options(num_cpus=0)``."""
-    import asyncio
+    return asyncio.run(
+        rollout(manager, task, platform, policy, engines, step_timeout_s, keep_screenshots, episode_timeout_s)
+    )
 
-    return asyncio.run(rollout(manager, task, platform, policy, engines, step_timeout_s, keep_screenshots))
+
+# Seconds the driver waits past an episode's deadline before it kills the rollout task (which should have
+# ended the episode and released its lease by itself).
+_BACKSTOP_S = 30.0
+
+
+def _infra(exc: BaseException) -> BaseException:
+    """``exc`` as the failure it is: TaskErrors stay task errors, everything else is infrastructure's."""
+    return exc if isinstance(exc, TaskError | InfraError) else InfraError(f"{type(exc).__name__}: {exc}")
 
 
 @dataclass(frozen=True)
@@ -121,6 +149,19 @@ class Finished:
     attempt: int
     seconds: float
 
+    @property
+    def outcome(self) -> str:
+        """success, failure, task_error or infra_failed (see :attr:`Trajectory.outcome`)."""
+        return self.trajectory.outcome
+
+
+def outcome_counts(done: list[Finished]) -> dict[str, int]:
+    """How many episodes ended each way: every key of success, failure, task_error, infra_failed."""
+    counts = dict.fromkeys(("success", "failure", "task_error", "infra_failed"), 0)
+    for f in done:
+        counts[f.outcome] += 1
+    return counts
+
 
 async def run_rollouts(
     manager: Any,
@@ -132,15 +173,18 @@ async def run_rollouts(
     step_timeout_s: float = 30.0,
     keep_screenshots: bool = False,
     on_finished: Callable[[Finished], None] | None = None,
+    episode_timeout_s: float = 0.0,
 ) -> list[Finished]:
     """Runs every ``(item, task, platform)`` of ``work`` as a rollout Ray task, ``concurrency`` at a time.
 
-    An episode that ends in an infrastructure failure is retried (on a fresh lease) up to ``infra_retries``
-    times; if it still fails it is returned with ``infra_failed`` set, never as a score. ``on_finished`` sees
-    every returned episode as it finishes (progress bars, writers). Results come back in finishing order.
+    Every item comes back exactly once, as a success, a failure, a task error or an infrastructure failure:
+    one failing episode never discards the others. An infrastructure failure (a dead env or engine, a lease
+    timeout, the rollout task's worker dying, an episode past ``episode_timeout_s``) is retried on a fresh lease
+    up to ``infra_retries`` times, then returned infra-failed, never as a score. A task error (the verifier
+    raised) is not retried: it would fail the same way. ``on_finished`` sees every returned episode as it
+    finishes (progress bars, writers); an exception it raises is the caller's and stops the run. Results come
+    back in finishing order.
     """
-    import asyncio
-
     import ray
 
     remote = ray.remote(rollout_task).options(num_cpus=0, max_retries=0)
@@ -149,12 +193,26 @@ async def run_rollouts(
         queue.put_nowait((item, task, plat, 0))
     done: list[Finished] = []
 
+    async def one(task: TaskSpec, plat: str) -> Trajectory:
+        ref = remote.remote(
+            manager, task, plat, policy, engines, step_timeout_s, keep_screenshots, episode_timeout_s
+        )
+        try:
+            if episode_timeout_s > 0:  # a backstop: the task enforces the deadline itself and releases
+                return await asyncio.wait_for(ref, episode_timeout_s + _BACKSTOP_S)
+            return await ref
+        except Exception as exc:  # the rollout task itself failed: its worker died, it hung, a bug
+            if isinstance(exc, TimeoutError):
+                ray.cancel(ref, force=True)
+                exc = InfraError(f"the rollout task ran past episode_timeout_s={episode_timeout_s}")
+            return unscored(task, _infra(exc))
+
     async def worker() -> None:
         while not queue.empty():
             item, task, plat, attempt = queue.get_nowait()
             t0 = time.perf_counter()
-            traj = await remote.remote(manager, task, plat, policy, engines, step_timeout_s, keep_screenshots)
-            if traj.infra_failed and attempt < infra_retries:
+            traj = await one(task, plat)
+            if traj.outcome == "infra_failed" and attempt < infra_retries:
                 queue.put_nowait((item, task, plat, attempt + 1))
                 continue
             fin = Finished(item, task, plat, traj, attempt, time.perf_counter() - t0)

@@ -101,7 +101,8 @@ class Turn:
 
 @dataclass(frozen=True)
 class Trajectory:
-    """A whole episode: its task, turns, reward and whether infrastructure failed under it."""
+    """A whole episode: its task, turns, reward and whether it went unscored (``infra_failed``: the
+    infrastructure or the task failed under it; :attr:`outcome` says which)."""
 
     episode_id: str
     task_id: str
@@ -111,6 +112,17 @@ class Trajectory:
     infra_failed: bool = False
     error: str = ""
     policy_version: int = 0
+
+    @property
+    def outcome(self) -> str:
+        """How the episode ended: "success", "failure", "task_error" (the task or its verifier is broken) or
+        "infra_failed". Only success and failure are scores; the other two carry ``infra_failed=True`` so
+        every consumer leaves them out of rates and gradients, and ``error`` (kept on disk) tells them apart."""
+        if self.error.startswith("TaskError"):
+            return "task_error"
+        if self.infra_failed:
+            return "infra_failed"
+        return "success" if self.reward.success else "failure"
 
 
 @dataclass(frozen=True)

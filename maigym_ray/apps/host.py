@@ -19,7 +19,7 @@ from aiohttp import web
 
 from maigym_ray.apps.app import App, Redirect, Request
 from maigym_ray.apps.registry import make_apps
-from maigym_ray.errors import AppError
+from maigym_ray.errors import AppError, BackendError
 
 SECRET_HEADER = "X-Maigym-Secret"
 _STATIC = Path(__file__).parent / "static"
@@ -134,7 +134,14 @@ class AppHost:
         self._runner = web.AppRunner(self.make_web_app(), access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:  # e.g. a fixed port already in use: an infrastructure failure, said clearly
+            await self._runner.cleanup()
+            self._runner = None
+            raise BackendError(
+                f"the app host cannot listen on {self.host}:{self.port}: {exc.strerror}"
+            ) from exc
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         return self.url
 

@@ -65,7 +65,11 @@ def build_backend(
         else:
             desktop_apps = LocalApps(apps, app_bind)
         return DesktopBackend(pool.desktop, desktop_apps, build_provider(pool.desktop))
-    raise ConfigError(f"backend {pool.backend!r} is not available; available: web, android, desktop")
+    if pool.backend == "fake":  # tests and fault drills: no device, scripted screens, injected faults
+        from maigym_ray.testing.fake_backend import FakeBackend
+
+        return FakeBackend(pool.fake, pool.platform)
+    raise ConfigError(f"backend {pool.backend!r} is not available; available: web, android, desktop, fake")
 
 
 # Modules Ray's serializer imports only to register serializers for their types (Ray Data's Arrow tables,

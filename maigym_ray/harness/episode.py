@@ -3,7 +3,8 @@
 It talks to an environment through :class:`EnvHandle` (reset/step/evaluate) and to a policy through
 :class:`~maigym_ray.harness.policy.PolicyClient`. An infrastructure failure anywhere (the env or its actor
 died, a timeout) ends the episode with ``infra_failed=True`` and no score, so it is retried or reported, never
-counted as a 0. Agent mistakes are ordinary steps with ``parse_error`` set.
+counted as a 0. A task whose verifier raises (TaskError) ends the same way, as a task error. Agent mistakes are
+ordinary steps with ``parse_error`` set.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import time
 import uuid
 from typing import Protocol
 
-from maigym_ray.errors import ContextOverflowError, InfraError
+from maigym_ray.errors import ContextOverflowError, InfraError, TaskError
 from maigym_ray.harness.actions import parse_action
 from maigym_ray.harness.policy import Decision, PolicyClient
 from maigym_ray.types import Action, Observation, Reward, StepResult, TaskSpec, Trajectory, Turn
@@ -26,6 +27,27 @@ class EnvHandle(Protocol):
     async def evaluate(self) -> Reward: ...
 
 
+def unscored(
+    task: TaskSpec, exc: BaseException, turns: tuple[Turn, ...] = (), episode_id: str = "", version: int = 0
+) -> Trajectory:
+    """The record of an episode that cannot be scored: ``exc`` is a TaskError (the task or its verifier is
+    broken: ``outcome == "task_error"``) or anything else (an infrastructure failure). It keeps the turns that
+    ran, and is never a 0."""
+    kind = "TaskError" if isinstance(exc, TaskError) else type(exc).__name__
+    lines = str(exc).splitlines() or [""]
+    why = "task error" if kind == "TaskError" else "infrastructure failure"
+    return Trajectory(
+        episode_id or uuid.uuid4().hex,
+        task.id,
+        task.platforms[0],
+        turns,
+        Reward(0.0, False, why, infra_failed=True),
+        infra_failed=True,
+        error=f"{kind}: {lines[-1][:500]}",
+        policy_version=version,
+    )
+
+
 def _parsed(text: str) -> Action | None:
     try:
         return parse_action(text)
@@ -36,7 +58,7 @@ def _parsed(text: str) -> Action | None:
 async def run_episode(
     env: EnvHandle, task: TaskSpec, policy: PolicyClient, keep_screenshots: bool = False, episode_id: str = ""
 ) -> Trajectory:
-    """Runs ``task`` to termination or ``task.max_steps`` and returns its Trajectory (never raises InfraError)."""
+    """Runs ``task`` to termination or ``task.max_steps`` and returns its Trajectory (never raises InfraError or TaskError)."""
     episode_id = episode_id or uuid.uuid4().hex
     turns: list[Turn] = []
     version = 0
@@ -76,17 +98,8 @@ async def run_episode(
             if result.done:
                 break
         reward = await env.evaluate()
-    except InfraError as exc:
-        return Trajectory(
-            episode_id,
-            task.id,
-            task.platforms[0],
-            tuple(turns),
-            Reward(0.0, False, "infrastructure failure", infra_failed=True),
-            infra_failed=True,
-            error=f"{type(exc).__name__}: {str(exc).splitlines()[-1][:500]}",
-            policy_version=version,
-        )
+    except (InfraError, TaskError) as exc:
+        return unscored(task, exc, tuple(turns), episode_id, version)
     finally:
         end = getattr(policy, "end_episode", None)
         if end is not None:

@@ -33,7 +33,7 @@ from maigym_ray.durable import atomic_write_text, check_sealed, seal
 from maigym_ray.harness.trajectory_store import write_all
 from maigym_ray.rates import fmt_rate, rate
 from maigym_ray.rl import weight_group
-from maigym_ray.rl.advantages import group_advantages
+from maigym_ray.rl.advantages import group_advantages, zero_variance_groups
 from maigym_ray.rl.packing import PackedSequence, pack
 from maigym_ray.rl.report import write_report
 from maigym_ray.rl.sampler import AdaptiveSampler, SamplerConfig
@@ -239,7 +239,7 @@ class Driver:
         for tid, trajs in groups.items():
             rewards = torch.tensor([t.reward.value for t in trajs], dtype=torch.float32)
             self.sampler.update(tid, rewards.tolist())
-            if len(trajs) < 2 or float(rewards.max() - rewards.min()) == 0.0:
+            if len(trajs) < 2 or bool(zero_variance_groups(rewards[None])[0]):
                 zero_var += len(trajs)  # no GRPO gradient in this group
                 continue
             adv = group_advantages(rewards[None], normalize_std=self.cfg.grpo.normalize_std)[0]

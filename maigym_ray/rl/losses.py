@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import torch
 
-AGGREGATIONS = ("token_mean", "seq_mean_token_mean", "seq_mean_token_sum", "seq_mean_token_sum_norm")
-
 
 def clipped_policy_loss(
     logprobs: torch.Tensor,
@@ -48,33 +46,3 @@ def k3_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor
     """
     r = ref_logprobs - logprobs
     return (torch.exp(r) - r - 1.0) * mask.to(logprobs.dtype)
-
-
-def aggregate(
-    per_token: torch.Tensor, mask: torch.Tensor, mode: str = "token_mean", norm: float = 1.0
-) -> torch.Tensor:
-    """Reduces a [N, T] per-token loss to a scalar.
-
-    Modes:
-        token_mean: sum over all loss tokens / number of loss tokens (every token weighs the same; DAPO).
-        seq_mean_token_mean: mean over tokens within each sequence, then over sequences (original GRPO).
-        seq_mean_token_sum: sum over tokens within each sequence, mean over sequences.
-        seq_mean_token_sum_norm: like seq_mean_token_sum divided by a constant ``norm`` (e.g. the max response
-            length), the length-unbiased Dr.GRPO form.
-    Sequences with no loss token are ignored by the per-sequence modes.
-    """
-    m = mask.to(per_token.dtype)
-    if mode == "token_mean":
-        return (per_token * m).sum() / m.sum().clamp(min=1.0)
-    tokens = m.sum(dim=1)
-    live = tokens > 0
-    if not bool(live.any()):
-        return per_token.sum() * 0.0
-    seq_sum = (per_token * m).sum(dim=1)[live]
-    if mode == "seq_mean_token_mean":
-        return (seq_sum / tokens[live]).mean()
-    if mode == "seq_mean_token_sum":
-        return seq_sum.mean()
-    if mode == "seq_mean_token_sum_norm":
-        return seq_sum.mean() / norm
-    raise ValueError(f"aggregation {mode!r}: choose one of {', '.join(AGGREGATIONS)}")

@@ -1,7 +1,7 @@
 """The android backend end to end: a real local dockerd, the docker SDK and the real adb client, unchanged.
 
 ReDroid cannot run here (no binder, no image), so the container is the stand-in image
-(maigym_ray.envs.android.standin), whose only process is the fake device speaking the adb wire protocol:
+(maigym_ray.testing.standin), whose only process is the fake device speaking the adb wire protocol:
 container lifecycle == device lifecycle. The dockerd of this module listens on a unix socket in a temp dir
 only (no TCP, no bridge, no iptables); containers use host networking and the fake adbd binds 127.0.0.1.
 Tests marked ``redroid`` run the same flow on a real ReDroid image (MAIGYM_REDROID_IMAGE) where one runs.
@@ -25,12 +25,12 @@ import pytest
 
 from maigym_ray.config import AndroidBackendConfig, PoolConfig
 from maigym_ray.envs.actor import EnvActor
-from maigym_ray.envs.android.fake_device import FakeAdbd, FakeAndroid, fetch_title
-from maigym_ray.envs.android.standin import STANDIN_IMAGE, build_standin_image, standin_volumes
 from maigym_ray.envs.backends.android import AdbClient, AndroidBackend, _free_port
 from maigym_ray.envs.backends.web import LocalApps
 from maigym_ray.errors import BackendError
 from maigym_ray.harness.actions import parse_action
+from maigym_ray.testing.fake_device import FakeAdbd, FakeAndroid, fetch_title
+from maigym_ray.testing.standin import STANDIN_IMAGE, build_standin_image, standin_volumes
 from maigym_ray.types import TaskSpec
 
 pytestmark = pytest.mark.integration

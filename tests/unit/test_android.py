@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from maigym_ray.config import AndroidBackendConfig
-from maigym_ray.envs.android import fake_device as fd
 from maigym_ray.envs.backends.android import (
     KEYCODES,
     AndroidBackend,
@@ -19,6 +18,7 @@ from maigym_ray.envs.backends.android import (
     png_size,
 )
 from maigym_ray.harness.actions import PLATFORM_ACTIONS, parse_action
+from maigym_ray.testing import fake_device as fd
 
 pytestmark = pytest.mark.unit
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from maigym_ray.errors import ActionParseError
-from maigym_ray.harness.actions import extract_action
+from maigym_ray.harness.actions import parse_action
+from maigym_ray.harness.model_policy import action_text
 from maigym_ray.harness.prompt import ACTION_DOCS, PromptBuilder, PromptConfig
 from maigym_ray.types import Action, Observation, TaskSpec
 
@@ -60,13 +61,14 @@ def test_bad_prompt_config():
         ),
     ],
 )
-def test_extract_action(reply, action):
-    assert extract_action(reply) == action
+def test_action_text_then_the_env_parser(reply, action):
+    # what runs: ModelPolicy cuts the action out of the reply, the env parses it strictly
+    assert parse_action(action_text(reply)) == action
 
 
 @pytest.mark.parametrize(
     "reply", ["", "Action:", "I think we are done", "Action: rm -rf /", 'Action: click(id="a") extra']
 )
-def test_extract_action_rejects(reply):
+def test_action_text_then_the_env_parser_rejects(reply):
     with pytest.raises(ActionParseError):
-        extract_action(reply)
+        parse_action(action_text(reply))

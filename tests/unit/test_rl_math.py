@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from maigym_ray.rl.advantages import group_advantages, zero_variance_groups, zero_variance_share
-from maigym_ray.rl.losses import aggregate, clipped_policy_loss, k3_kl
+from maigym_ray.rl.losses import clipped_policy_loss, k3_kl
+from maigym_ray.rl.trainer import TrainerConfig, _aggregate
 
 pytestmark = [pytest.mark.unit, pytest.mark.numeric]
 
@@ -50,7 +51,7 @@ def test_clipped_loss_mask_per_sequence_advantage_and_gradient():
     mask = torch.tensor([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]])
     loss, _ = clipped_policy_loss(logp, torch.zeros(2, 3), torch.tensor([2.0, -1.0]), mask)
     assert torch.allclose(loss.detach(), torch.tensor([[-2.0, -2.0, 0.0], [0.0, 1.0, 1.0]]))
-    aggregate(loss, mask).backward()
+    _aggregate(loss, {"loss_mask": mask}, TrainerConfig(aggregation="token_mean"), 4.0, 2.0).backward()
     # d(-ratio*A)/dlogp = -A at ratio 1; token_mean divides by the 4 loss tokens; masked tokens get nothing
     assert torch.allclose(logp.grad, torch.tensor([[-0.5, -0.5, 0.0], [0.0, 0.25, 0.25]]))
 
@@ -63,13 +64,17 @@ def test_k3_kl_by_hand():
     assert kl[0, 1].item() == 0.0 and kl[0, 2].item() == 0.0 and bool((kl >= 0).all())
 
 
-def test_aggregation_modes_by_hand():
-    per_token = torch.tensor([[1.0, 2.0, 9.0], [3.0, 9.0, 9.0], [9.0, 9.0, 9.0]])
+def test_the_trainers_aggregation_by_hand():
+    """The trainer's reduction (what runs): normalised by the WHOLE batch's totals, so micro-batch losses add
+    up to the batch loss."""
+    per_token = torch.tensor([[1.0, 2.0, 0.0], [3.0, 0.0, 0.0], [0.0, 0.0, 0.0]])  # already masked
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
-    assert aggregate(per_token, mask, "token_mean").item() == pytest.approx(2.0)  # (1+2+3)/3
-    assert aggregate(per_token, mask, "seq_mean_token_mean").item() == pytest.approx(2.25)  # mean(1.5, 3)
-    assert aggregate(per_token, mask, "seq_mean_token_sum").item() == pytest.approx(3.0)  # mean(3, 3)
-    assert aggregate(per_token, mask, "seq_mean_token_sum_norm", norm=3.0).item() == pytest.approx(1.0)
-    assert aggregate(per_token, torch.zeros(3, 3), "seq_mean_token_mean").item() == 0.0
-    with pytest.raises(ValueError):
-        aggregate(per_token, mask, "median")
+    tok, seq = TrainerConfig(aggregation="token_mean"), TrainerConfig(aggregation="seq_mean_token_mean")
+    assert _aggregate(per_token, {"loss_mask": mask}, tok, 3.0, 2.0).item() == pytest.approx(2.0)  # 6/3
+    assert _aggregate(per_token, {"loss_mask": mask}, seq, 3.0, 2.0).item() == pytest.approx(
+        2.25
+    )  # (1.5+3)/2
+    halves = [
+        _aggregate(per_token[k : k + 1], {"loss_mask": mask[k : k + 1]}, seq, 3.0, 2.0) for k in range(3)
+    ]
+    assert sum(h.item() for h in halves) == pytest.approx(2.25)  # micro-batches add up to the batch

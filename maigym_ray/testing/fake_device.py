@@ -24,7 +24,7 @@ Run as a script (stdlib only, so a container can run it with the host's Python):
 
 Environment: ``MAIGYM_ADB_PORT`` (default 5555), ``FAKE_ADB_HOST`` (default 127.0.0.1), ``FAKE_BOOT_DELAY_S``
 (seconds until boot completes, or ``never``; default 1), ``FAKE_DATA_DIR`` (default /data).
-See :mod:`maigym_ray.envs.android.standin` for the stand-in container image that runs it.
+See :mod:`maigym_ray.testing.standin` for the stand-in container image that runs it.
 """
 
 from __future__ import annotations

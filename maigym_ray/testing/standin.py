@@ -3,7 +3,7 @@
 ReDroid needs binder and a pulled image; neither exists on a CI machine. The stand-in keeps the real stack
 above the device unchanged: the backend creates the container through the docker SDK with ReDroid's own
 arguments (privileged, ``androidboot.redroid_*`` boot arguments, a /data overlay, memory limit), and adb talks
-to it over TCP. The container's only process is :mod:`maigym_ray.envs.android.fake_device`, so the
+to it over TCP. The container's only process is :mod:`maigym_ray.testing.fake_device`, so the
 container's lifecycle is the device's: removing it kills adbd, recreating it boots a fresh device.
 
 How the image is made (no registry, nothing pulled): ``docker import`` of a small rootfs built in memory:

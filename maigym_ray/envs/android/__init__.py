@@ -1,1 +1,0 @@
-"""Android support files: the fake adb device and its stand-in container image (tests and debugging)."""

@@ -1,0 +1,89 @@
+"""ScriptedEngine: a stand-in for the vLLM engine actor with the same calls, and failures on demand.
+
+``generate(prompt_ids, images, sampling, episode_id)`` returns the next scripted reply (token ids) with a
+logprob per token, like :class:`maigym_ray.policy.engine.EngineActor`. Run it as a Ray actor exactly like the
+real one (``ray.remote(ScriptedEngine).remote(...)``). Failures:
+
+- ``die_after=n`` / ``hang_after=n``: the (n+1)-th ``generate`` ends the process / never returns;
+- a file ``<faults_dir>/generate.die`` or ``generate.hang`` is claimed (unlinked) by the first engine whose
+  ``generate`` sees it, so a test can break one engine mid-rollout without knowing which one serves what.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from maigym_ray.harness.model_policy import Generation, SamplingConfig
+
+
+class ScriptedEngine:
+    """Replies from ``replies`` (token-id lists, cycled per episode step) with logprob ``logprob`` per token."""
+
+    def __init__(
+        self,
+        replies: Sequence[Sequence[int]],
+        engine_id: int = 0,
+        die_after: int = -1,
+        hang_after: int = -1,
+        faults_dir: str = "",
+        logprob: float = -0.5,
+        delay_s: float = 0.0,
+    ) -> None:
+        if not replies:
+            raise ValueError("a scripted engine needs at least one reply")
+        self.replies = [tuple(r) for r in replies]
+        self.engine_id = engine_id
+        self.die_after = die_after
+        self.hang_after = hang_after
+        self.faults_dir = faults_dir
+        self.logprob = logprob
+        self.delay_s = delay_s
+        self.version = 0
+        self.calls = 0
+        self.queries = 0
+        self._steps: dict[str, int] = {}
+
+    async def start(self) -> dict[str, Any]:
+        """Like the engine actor's start: nothing to load."""
+        return {"model": "scripted", "start_s": 0.0}
+
+    def _claim(self, kind: str) -> bool:
+        if not self.faults_dir:
+            return False
+        try:
+            os.unlink(Path(self.faults_dir) / f"generate.{kind}")
+            return True
+        except FileNotFoundError:
+            return False
+
+    async def generate(
+        self, prompt_ids: list[int], images: list[bytes], sampling: SamplingConfig, episode_id: str
+    ) -> Generation:
+        """The episode's next scripted reply."""
+        n = self.calls
+        self.calls += 1
+        if n == self.die_after or self._claim("die"):
+            os._exit(17)  # what a crashed engine process looks like to its callers
+        if n == self.hang_after or self._claim("hang"):
+            await asyncio.sleep(3600)
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        step = self._steps.get(episode_id, 0)
+        self._steps[episode_id] = step + 1
+        self.queries += len(prompt_ids)
+        reply = self.replies[step % len(self.replies)][: sampling.max_tokens]
+        return Generation(reply, (self.logprob,) * len(reply), 0, self.version)
+
+    async def prefix_cache_stats(self) -> dict[str, float]:
+        """No cache: zero hits."""
+        return {"hits": 0.0, "queries": float(self.queries)}
+
+    async def reset_prefix_cache(self) -> None:
+        """Nothing cached."""
+
+    async def shutdown(self) -> None:
+        """Nothing to stop."""

@@ -1,0 +1,111 @@
+"""Fault drills on the fake backend and scripted engines: an env actor killed mid-step, a reset that hangs,
+engines that die or hang mid-rollout, verifiers that raise or hang. Each: no episode lost, the run goes on."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import pytest
+
+from maigym_ray.config import PolicyConfig
+from maigym_ray.rollout import outcome_counts, run_rollouts
+from maigym_ray.testing import ScriptedEngine, fake_task, plant_fault
+from maigym_ray.testing.drills import lost, scripted_policy, scripted_replies
+
+pytestmark = pytest.mark.faults
+
+GOLDEN = PolicyConfig(kind="golden")
+
+
+def batch(n: int, **task) -> list:
+    return [(i, fake_task(f"t{i}", **task), "web") for i in range(n)]
+
+
+async def test_env_actor_killed_mid_step(fake_env):
+    make, _ = fake_env
+    m = make(delay_s=0.3)  # every reset and step takes 0.3 s: a kill lands inside one
+    work = batch(6)
+    killed: list[int] = []
+
+    async def kill_a_busy_actor() -> None:
+        while not killed:
+            busy = [i for i in await m.instances.remote() if i["leased"] and i["pid"]]
+            if busy:
+                await asyncio.sleep(0.4)  # past the reset, into the steps
+                os.kill(busy[0]["pid"], signal.SIGKILL)
+                killed.append(busy[0]["pid"])
+            await asyncio.sleep(0.05)
+
+    killer = asyncio.ensure_future(kill_a_busy_actor())
+    done = await run_rollouts(m, work, GOLDEN, None, concurrency=3, infra_retries=2)
+    await killer
+    assert killed and lost(work, done) == 0
+    assert outcome_counts(done)["success"] == 6  # the killed episode was retried on a fresh instance
+    assert max(f.attempt for f in done) == 1
+    assert (await m.metrics.remote())["counters"]["replaced"] >= 1
+
+
+async def test_a_reset_that_hangs(fake_env):
+    make, faults = fake_env
+    m = make()
+    plant_fault(faults, "reset", "hang")
+    work = batch(4)
+    done = await run_rollouts(m, work, GOLDEN, None, concurrency=2, infra_retries=1)
+    assert lost(work, done) == 0 and outcome_counts(done)["success"] == 4
+    assert (await m.metrics.remote())["counters"].get("timeouts:reset") == 1
+
+
+def _engines(ray_local, n: int, **first) -> list:
+    replies = scripted_replies()
+    return [
+        ray_local.remote(ScriptedEngine).options(num_cpus=0).remote(replies, i, **(first if i == 0 else {}))
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize("fault", ["die_after", "hang_after"])
+async def test_an_engine_that_dies_or_hangs_mid_rollout(fake_env, ray_local, fault):
+    make, _ = fake_env
+    m = make()
+    engines = _engines(ray_local, 2, **{fault: 3})  # engine 0's 4th generate: mid-episode (2 per episode)
+    work = batch(6)
+    done = await run_rollouts(m, work, scripted_policy(generate_timeout_s=1.0), engines, concurrency=3)
+    assert lost(work, done) == 0
+    assert outcome_counts(done)["success"] == 6
+    assert all(f.attempt == 0 for f in done)  # no retry: the router moved the episode to the live engine
+    if fault == "die_after":
+        with pytest.raises(ray_local.exceptions.RayActorError):
+            await engines[0].start.remote()
+    for e in engines:
+        ray_local.kill(e)
+
+
+async def test_every_engine_dead_marks_episodes_infra_failed_not_zero(fake_env, ray_local):
+    make, _ = fake_env
+    m = make()
+    engines = [ray_local.remote(ScriptedEngine).options(num_cpus=0).remote(scripted_replies(), die_after=0)]
+    work = batch(3)
+    done = await run_rollouts(m, work, scripted_policy(), engines, concurrency=3, infra_retries=1)
+    assert lost(work, done) == 0
+    assert outcome_counts(done) == {"success": 0, "failure": 0, "task_error": 0, "infra_failed": 3}
+    assert all("no live engine" in f.trajectory.error for f in done)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "def verify(states, answer):\n    raise ValueError('boom')",
+        "def verify(states, answer):\n    while True:\n        pass",
+    ],
+    ids=["raises", "hangs"],
+)
+async def test_a_code_verifier_that_raises_or_hangs(fake_env, body):
+    make, _ = fake_env
+    m = make()
+    code = {"name": "code", "params": {"code": body, "timeout_s": 1.0}}
+    work = [(i, fake_task(f"t{i}", verifier=code if i == 0 else None), "web") for i in range(4)]
+    done = await run_rollouts(m, work, GOLDEN, None, concurrency=2)
+    assert lost(work, done) == 0
+    assert outcome_counts(done) == {"success": 3, "failure": 0, "task_error": 1, "infra_failed": 0}

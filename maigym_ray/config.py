@@ -14,7 +14,9 @@ from maigym_ray.harness.model_policy import SamplingConfig
 from maigym_ray.harness.prompt import PromptConfig
 from maigym_ray.policy.engine import EngineConfig
 
-BACKEND_KINDS = ("web", "android", "desktop")
+BACKEND_KINDS = ("web", "android", "desktop", "miniwob")
+#: backend kinds that drive a Chromium page (and so share the node's browser when web.browser is "shared").
+BROWSER_BACKENDS = ("web", "miniwob")
 BROWSER_MODES = ("shared", "per_env")
 
 
@@ -215,7 +217,7 @@ class PoolConfig:
 
     #: the platform the pool serves: web, mobile_web, android or desktop.
     platform: str = "web"
-    #: backend kind: web, android or desktop.
+    #: backend kind: web, android, desktop, or miniwob (MiniWoB++ pages in Chromium; uses the web settings).
     backend: str = "web"
     #: instances kept started and idle ahead of demand.
     target_size: int = 2
@@ -228,7 +230,7 @@ class PoolConfig:
     #: environment variables of the env actor processes. Two malloc arenas keep each actor's heap compact:
     #: glibc's default of 8 per core mostly holds freed screenshot buffers.
     env_vars: dict[str, str] = field(default_factory=lambda: {"MALLOC_ARENA_MAX": "2"})
-    #: web backend settings (used when backend == "web").
+    #: web backend settings (used when backend is "web" or "miniwob").
     web: WebBackendConfig = field(default_factory=WebBackendConfig)
     #: android backend settings (used when backend == "android").
     android: AndroidBackendConfig = field(default_factory=AndroidBackendConfig)
@@ -321,7 +323,7 @@ def validate_manager_config(cfg: EnvManagerConfig) -> None:
     for name, pool in cfg.pools.items():
         check_choice(f"env.pools.{name}.backend", pool.backend, BACKEND_KINDS)
         check_choice(f"env.pools.{name}.platform", pool.platform, PLATFORMS)
-        if pool.backend == "web":
+        if pool.backend in BROWSER_BACKENDS:
             check_choice(f"env.pools.{name}.web.browser", pool.web.browser, BROWSER_MODES)
             check_choice(f"env.pools.{name}.web.reset", pool.web.reset, ("context", "reload"))
             check_choice(f"env.pools.{name}.web.platform", pool.web.platform, ("web", "mobile_web"))
@@ -345,7 +347,7 @@ def validate_manager_config(cfg: EnvManagerConfig) -> None:
                 raise ConfigError(
                     f"env.pools.{name}: backend desktop serves platform desktop, not {pool.platform!r}"
                 )
-        if pool.backend not in ("web", "android", "desktop"):
+        if pool.backend not in BACKEND_KINDS:
             raise ConfigError(
                 f"env.pools.{name}.backend={pool.backend!r} is not available in this build yet; available: web, android, desktop"
             )

@@ -142,10 +142,18 @@ def choose_list(utt: str, obs: Observation, s: dict[str, Any]) -> str:
     return _plan(s, make)
 
 
-def _keys_for(text: str) -> list[str]:
-    # A native <select> jumps to the option whose text starts with what is typed; the grammar's keys are
-    # lower-case letters and digits, which match case-insensitively.
-    return [c.lower() for c in text if c.isalnum() and c.isascii()] or ["Space"]
+def _keys_for(text: str, most: int = 10) -> list[str]:
+    # A native <select> jumps to the first option whose text starts with what was typed (case-insensitively,
+    # spaces included); a prefix of up to ``most`` keys keeps the episode within its step limit.
+    keys: list[str] = []
+    for c in text[:most]:
+        if c == " ":
+            keys.append("Space")
+        elif c.isascii() and c.isalnum():
+            keys.append(c.lower())
+        else:  # a character the grammar has no key for: the prefix so far has to do
+            break
+    return keys or ["Space"]
 
 
 def enter_password(utt: str, obs: Observation, s: dict[str, Any]) -> str:

@@ -129,3 +129,32 @@ async def test_scripted_solutions_solve_at_least_20_tasks(manager):
     good = sorted(n for n, r in rates.items() if r >= 0.95)
     print(f"\n{len(results)} episodes in {elapsed:.1f}s; success by task: {rates}")
     assert len(good) >= 20, f"only {len(good)} tasks at >= 95 %: {rates}"
+
+
+def test_gymnasium_adapter_passes_check_env(manager):
+    gymnasium = pytest.importorskip("gymnasium")
+    from gymnasium.utils.env_checker import check_env
+
+    from maigym_ray.suites.gym_env import register_envs
+
+    assert "maigym/miniwob.click-button" in register_envs()
+    env = gymnasium.make("maigym/miniwob.click-button", manager=manager)
+    try:
+        check_env(env.unwrapped, skip_render_check=True)
+        obs, info = env.reset(seed=7)
+        assert info["seed"] == 7 and set(obs) == {"a11y"}  # the pool here takes no screenshots
+        first = obs["a11y"].split("\n", 1)[0]
+        assert env.reset(seed=7)[0]["a11y"].split("\n", 1)[0] == first  # seeded reset: the same problem
+        want = first.split('"')[2]  # instruction "Click on the "X" button."
+        target = next(
+            line.split("]")[0][1:] for line in obs["a11y"].splitlines() if line.endswith(f'button "{want}"')
+        )
+        _, reward, terminated, truncated, info = env.step(f'click(id="{target}")')
+        assert (reward, terminated, truncated, info["success"]) == (1.0, True, False, True)
+        env.reset(seed=7)
+        for _ in range(14):  # 15 steps of nothing: the step limit truncates, it does not terminate
+            assert env.step("wait(seconds=0)")[2:4] == (False, False)
+        _, reward, terminated, truncated, _ = env.step("wait(seconds=0)")
+        assert (reward, terminated, truncated) == (0.0, False, True)
+    finally:
+        env.close()

@@ -244,7 +244,8 @@ class EnvManagerConfig:
 
     #: the pools to run, keyed by a pool name; tasks are routed to a pool of their platform.
     pools: dict[str, PoolConfig] = field(default_factory=lambda: {"web": PoolConfig()})
-    #: mocked apps every instance hosts; ["all"] hosts every registered app.
+    #: mocked apps every instance hosts; ["all"] hosts every registered app; a "module:Class" entry adds a
+    #: user's App subclass (docs/plugins/apps.md).
     apps: list[str] = field(default_factory=lambda: ["all"])
     #: address the app servers bind to (loopback; a bridge address for containers and VMs).
     app_bind: str = "127.0.0.1"
@@ -311,13 +312,11 @@ def check_choice(name: str, value: str, choices: tuple[str, ...] | list[str]) ->
 
 def validate_manager_config(cfg: EnvManagerConfig) -> None:
     """Checks names and sizes in an EnvManagerConfig, raising :class:`ConfigError` with the valid choices."""
-    from maigym_ray.apps.registry import APP_CLASSES
+    from maigym_ray.apps.registry import check_app_names
     from maigym_ray.types import PLATFORMS
 
     if cfg.apps != ["all"]:
-        unknown = [a for a in cfg.apps if a not in APP_CLASSES]
-        if unknown:
-            raise ConfigError(f"unknown app(s) {unknown}; valid apps: {', '.join(sorted(APP_CLASSES))}")
+        check_app_names(cfg.apps)  # registers user apps given as "module:Class"
     if not cfg.pools:
         raise ConfigError("env.pools is empty: configure at least one pool")
     for name, pool in cfg.pools.items():

@@ -14,7 +14,9 @@ from maigym_ray.harness.model_policy import SamplingConfig
 from maigym_ray.harness.prompt import PromptConfig
 from maigym_ray.policy.engine import EngineConfig
 
-BACKEND_KINDS = ("web", "android", "desktop", "fake")
+BACKEND_KINDS = ("web", "android", "desktop", "fake", "miniwob")
+#: backend kinds that drive a Chromium page (and so share the node's browser when web.browser is "shared").
+BROWSER_BACKENDS = ("web", "miniwob")
 BROWSER_MODES = ("shared", "per_env")
 
 
@@ -229,7 +231,7 @@ class PoolConfig:
 
     #: the platform the pool serves: web, mobile_web, android or desktop.
     platform: str = "web"
-    #: backend kind: web, android or desktop.
+    #: backend kind: web, android, desktop, or miniwob (MiniWoB++ pages in Chromium; uses the web settings).
     backend: str = "web"
     #: instances kept started and idle ahead of demand.
     target_size: int = 2
@@ -242,7 +244,7 @@ class PoolConfig:
     #: environment variables of the env actor processes. Two malloc arenas keep each actor's heap compact:
     #: glibc's default of 8 per core mostly holds freed screenshot buffers.
     env_vars: dict[str, str] = field(default_factory=lambda: {"MALLOC_ARENA_MAX": "2"})
-    #: web backend settings (used when backend == "web").
+    #: web backend settings (used when backend is "web" or "miniwob").
     web: WebBackendConfig = field(default_factory=WebBackendConfig)
     #: android backend settings (used when backend == "android").
     android: AndroidBackendConfig = field(default_factory=AndroidBackendConfig)
@@ -258,7 +260,8 @@ class EnvManagerConfig:
 
     #: the pools to run, keyed by a pool name; tasks are routed to a pool of their platform.
     pools: dict[str, PoolConfig] = field(default_factory=lambda: {"web": PoolConfig()})
-    #: mocked apps every instance hosts; ["all"] hosts every registered app.
+    #: mocked apps every instance hosts; ["all"] hosts every registered app; a "module:Class" entry adds a
+    #: user's App subclass (docs/plugins/apps.md).
     apps: list[str] = field(default_factory=lambda: ["all"])
     #: address the app servers bind to (loopback; a bridge address for containers and VMs).
     app_bind: str = "127.0.0.1"
@@ -328,19 +331,17 @@ def check_choice(name: str, value: str, choices: tuple[str, ...] | list[str]) ->
 
 def validate_manager_config(cfg: EnvManagerConfig) -> None:
     """Checks names and sizes in an EnvManagerConfig, raising :class:`ConfigError` with the valid choices."""
-    from maigym_ray.apps.registry import APP_CLASSES
+    from maigym_ray.apps.registry import check_app_names
     from maigym_ray.types import PLATFORMS
 
     if cfg.apps != ["all"]:
-        unknown = [a for a in cfg.apps if a not in APP_CLASSES]
-        if unknown:
-            raise ConfigError(f"unknown app(s) {unknown}; valid apps: {', '.join(sorted(APP_CLASSES))}")
+        check_app_names(cfg.apps)  # registers user apps given as "module:Class"
     if not cfg.pools:
         raise ConfigError("env.pools is empty: configure at least one pool")
     for name, pool in cfg.pools.items():
         check_choice(f"env.pools.{name}.backend", pool.backend, BACKEND_KINDS)
         check_choice(f"env.pools.{name}.platform", pool.platform, PLATFORMS)
-        if pool.backend == "web":
+        if pool.backend in BROWSER_BACKENDS:
             check_choice(f"env.pools.{name}.web.browser", pool.web.browser, BROWSER_MODES)
             check_choice(f"env.pools.{name}.web.reset", pool.web.reset, ("context", "reload"))
             check_choice(f"env.pools.{name}.web.platform", pool.web.platform, ("web", "mobile_web"))

@@ -22,9 +22,9 @@ stamp=.venv/.maigym-stamp
 want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
 echo "[setup 3/4] python packages"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "[setup] pip install -e .[cpu,dev,android,desktop]  (first run takes a few minutes)"
+  echo "[setup] pip install -e .[cpu,dev,android,desktop,suites]  (first run takes a few minutes)"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".[cpu,dev,android,desktop]"
+  .venv/bin/python -m pip install -q -e ".[cpu,dev,android,desktop,suites]"
   .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
   echo "$want" > "$stamp"
 fi

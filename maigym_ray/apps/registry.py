@@ -40,16 +40,68 @@ APP_CLASSES: dict[str, type[App]] = {
 NOVEL_APPS: tuple[str, ...] = ("parcel", "library", "plants")
 
 
+#: The entry-point group through which an installed package adds apps (``myapp = "my_pkg.apps:MyApp"``).
+ENTRY_POINT_GROUP = "maigym_ray.apps"
+
+
+def register_app(spec: str | type[App]) -> str:
+    """Adds a user's App subclass, given as ``"module:Class"`` or the class, to APP_CLASSES; returns its name.
+
+    This is how ``env.apps=[my_pkg.apps:MyApp]`` works without editing this module: every process that reads
+    the config (driver, manager, the node's app server) imports the class the same way."""
+    if isinstance(spec, str):
+        import importlib
+
+        module, _, attr = spec.partition(":")
+        try:
+            cls = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError, ValueError) as exc:
+            raise ConfigError(
+                f"app {spec!r}: cannot import it ({exc}); give 'module.path:ClassName'"
+            ) from exc
+    else:
+        cls = spec
+    if not (isinstance(cls, type) and issubclass(cls, App)) or not isinstance(
+        getattr(cls, "name", None), str
+    ):
+        raise ConfigError(f"app {spec!r} is not a subclass of maigym_ray.apps.app.App with a name")
+    known = APP_CLASSES.get(cls.name)
+    if known is not None and known is not cls:
+        raise ConfigError(
+            f"app {spec!r}: the name {cls.name!r} is taken by {known.__module__}.{known.__name__}"
+        )
+    APP_CLASSES[cls.name] = cls
+    return cls.name
+
+
+def resolve_app_names(names: list[str] | tuple[str, ...]) -> list[str]:
+    """``names`` with every ``"module:Class"`` entry registered and replaced by its app name."""
+    return [register_app(n) if ":" in n else n for n in names]
+
+
+def _register_entry_points() -> None:
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        register_app(ep.value)
+
+
+_register_entry_points()
+
+
 def check_app_names(names: list[str] | tuple[str, ...]) -> None:
-    """Raises :class:`ConfigError` naming the valid apps when any of ``names`` is unknown."""
-    unknown = [n for n in names if n not in APP_CLASSES]
+    """Raises :class:`ConfigError` naming the valid apps when any of ``names`` is unknown (class paths
+    ``"module:Class"`` are registered first)."""
+    unknown = [n for n in resolve_app_names(names) if n not in APP_CLASSES and n != "all"]
     if unknown:
         raise ConfigError(f"unknown app(s) {unknown}; valid apps: {', '.join(sorted(APP_CLASSES))}")
 
 
 def make_apps(names: list[str] | tuple[str, ...]) -> dict[str, App]:
-    """Fresh app objects (each with its own state) for ``names``; ``[]`` or ``["all"]`` means every app."""
-    if not names or list(names) == ["all"]:
-        names = list(APP_CLASSES)
+    """Fresh app objects (each with its own state) for ``names``; ``[]`` or ``["all"]`` means every app, and a
+    ``"module:Class"`` entry registers a user's app first."""
+    names = resolve_app_names(names)
+    if not names or "all" in names:  # "all" is every registered app, plus any user app listed beside it
+        names = list(dict.fromkeys([*APP_CLASSES, *(n for n in names if n != "all")]))
     check_app_names(names)
     return {n: APP_CLASSES[n]() for n in names}

@@ -69,7 +69,20 @@ def build_backend(
         from maigym_ray.testing.fake_backend import FakeBackend
 
         return FakeBackend(pool.fake, pool.platform)
-    raise ConfigError(f"backend {pool.backend!r} is not available; available: web, android, desktop, fake")
+    if pool.backend in SUITE_BACKENDS:
+        import importlib
+
+        module, _, name = SUITE_BACKENDS[pool.backend].partition(":")
+        return getattr(importlib.import_module(module), name)(pool, apps, app_bind, node)
+    raise ConfigError(
+        f"backend {pool.backend!r} is not available; available: web, android, desktop, fake, "
+        f"{', '.join(SUITE_BACKENDS)}"
+    )
+
+
+#: Backends of outside suites, by kind: the builder's "module:function" (imported only in the actor that uses it;
+#: the function takes the same arguments as build_backend).
+SUITE_BACKENDS: dict[str, str] = {"miniwob": "maigym_ray.suites.miniwob:build_backend"}
 
 
 # Modules Ray's serializer imports only to register serializers for their types (Ray Data's Arrow tables,
@@ -168,6 +181,8 @@ class EnvActor:
                 self.answer = parsed.args["text"]
             elif parsed.name == "terminate":
                 self.done = True
+        # A suite page that ended the episode itself (MiniWoB++'s WOB_DONE_GLOBAL) terminates it.
+        self.done = self.done or self._backend().episode_done()
         truncated = not self.done and self.steps >= self.task.max_steps
         self.done = self.done or truncated
         if obs is None:  # the action never reached the device

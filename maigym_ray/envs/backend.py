@@ -39,6 +39,12 @@ class Backend(ABC):
         error = await self.act(action)
         return error, await self.observe()
 
+    def episode_done(self) -> bool:
+        """True when the device itself ended the episode (a suite page's own done flag, as of the last action).
+
+        The mocked apps never do: their episodes end on ``terminate`` or the step limit."""
+        return False
+
     @abstractmethod
     async def state(self) -> dict[str, Any]:
         """The apps' states as JSON (what verifiers read)."""

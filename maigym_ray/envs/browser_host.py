@@ -89,6 +89,10 @@ class BrowserHost:
         """PageDriver.act_and_observe on ``page_id``."""
         return await self._driver(page_id).act_and_observe(action, screenshot)
 
+    async def evaluate(self, page_id: str, script: str, arg: Any = None) -> Any:
+        """PageDriver.evaluate on ``page_id``."""
+        return await self._driver(page_id).evaluate(script, arg)
+
     async def health(self, page_id: str) -> bool:
         """PageDriver.health on ``page_id`` (False when the page is gone)."""
         d = self._pages.get(page_id)

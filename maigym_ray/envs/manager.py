@@ -23,7 +23,7 @@ from typing import Any
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
-from maigym_ray.config import EnvManagerConfig, PoolConfig, validate_manager_config
+from maigym_ray.config import BROWSER_BACKENDS, EnvManagerConfig, PoolConfig, validate_manager_config
 from maigym_ray.envs.actor import EnvActor
 from maigym_ray.envs.metrics import LatencyHistogram
 from maigym_ray.envs.node_services import NodeServices
@@ -93,7 +93,7 @@ class EnvManager:
                 return
             except Exception:
                 self._counters["node_services_lost"] += 1
-        web = [p for p in self.cfg.pools.values() if p.backend == "web"]
+        web = [p for p in self.cfg.pools.values() if p.backend in BROWSER_BACKENDS]
         self._node = (
             ray.remote(NodeServices)
             .options(num_cpus=0, max_concurrency=1000)

@@ -49,6 +49,9 @@ class RemotePage:
     async def act_and_observe(self, action: Action, screenshot: bool = True) -> tuple[str, dict[str, Any]]:
         return await self._s.call("act_and_observe", self.page_id, action, screenshot)
 
+    async def evaluate(self, script: str, arg: Any = None) -> Any:
+        return await self._s.call("evaluate", self.page_id, script, arg)
+
     async def health(self) -> bool:
         try:
             return bool(await self._s.call("health", self.page_id))

@@ -44,6 +44,10 @@ SCHEMA = pa.schema(
 
 _REQUIRED = ("id", "instruction", "apps", "verifier")
 
+#: Task sources that are not files, by spec prefix (``miniwob:click-button,click-link``): the "module:function"
+#: that turns the whole spec into TaskSpecs. Imported on use, so an outside suite needs its extra only when used.
+POOL_SOURCES: dict[str, str] = {"miniwob": "maigym_ray.suites.miniwob:load_pool_spec"}
+
 
 def task_from_dict(row: dict[str, Any], where: str = "row") -> TaskSpec:
     """Validates one raw row and builds a TaskSpec; errors name ``where`` and the field."""
@@ -164,7 +168,14 @@ class TaskPool:
     # -- I/O ------------------------------------------------------------------------------------------------
     @classmethod
     def load(cls, path: str | Path) -> TaskPool:
-        """Loads a ``.parquet`` or ``.jsonl`` pool, or every ``*.jsonl`` in a folder."""
+        """Loads a ``.parquet`` or ``.jsonl`` pool, every ``*.jsonl`` in a folder, or a registered source's spec
+        (:data:`POOL_SOURCES`, e.g. ``miniwob:all``)."""
+        prefix = str(path).split(":", 1)[0]
+        if prefix in POOL_SOURCES and ":" in str(path) and not Path(path).exists():
+            import importlib
+
+            module, _, func = POOL_SOURCES[prefix].partition(":")
+            return cls(getattr(importlib.import_module(module), func)(str(path)))
         path = Path(path)
         if path.is_dir():
             files = sorted(path.glob("*.jsonl")) + sorted(path.glob("*.parquet"))

@@ -178,6 +178,26 @@ class ChecksVerifier:
         return Reward(1.0, True, "all checks passed")
 
 
+@dataclass(frozen=True)
+class PageRewardVerifier:
+    """The reward a suite's own page reported (MiniWoB++), read from the state its backend returns under
+    ``suite``: ``{"done", "reward", "raw_reward", "reason"}``. Nothing is recomputed here: the value is the
+    page's raw reward clipped to [0, 1] (the page gives -1 for a failure); success means the page ended the
+    episode with a positive raw reward. The page's time-discounted reward is kept in the reason."""
+
+    suite: str
+
+    def __call__(self, states: dict[str, Any], answer: str | None) -> Reward:
+        page = states.get(self.suite)
+        if not isinstance(page, dict) or "raw_reward" not in page:
+            raise TaskError(f"page_reward reads state {self.suite!r}, which the backend did not report")
+        raw, done = float(page["raw_reward"]), bool(page["done"])
+        reason = f"page: done={done} reward={page.get('reward')} raw={raw} ({page.get('reason')})"
+        if not done:
+            return Reward(0.0, False, reason)
+        return Reward(min(1.0, max(0.0, raw)), raw > 0, reason)
+
+
 def _check_list(checks: Any) -> tuple[dict[str, Any], ...]:
     if not isinstance(checks, list):
         raise TaskError(f"verifier params.checks must be a list, got {type(checks).__name__}")
@@ -186,6 +206,7 @@ def _check_list(checks: Any) -> tuple[dict[str, Any], ...]:
 
 VERIFIER_BUILDERS: dict[str, Callable[[dict[str, Any]], Verifier]] = {
     "checks": lambda p: ChecksVerifier(_check_list(p.get("checks"))),
+    "page_reward": lambda p: PageRewardVerifier(str(p.get("suite", "miniwob"))),
     # Hand-written (trusted) code only; still only ever run inside the bubblewrap jail (tasks/jail.py).
     "code": lambda p: CodeVerifier(
         p.get("code"), float(p.get("timeout_s", 2.0)), int(p.get("memory_mb", 256))

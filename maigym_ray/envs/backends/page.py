@@ -201,6 +201,15 @@ class PageDriver:
         error = await self.act(action)
         return error, await self.observe(screenshot)
 
+    async def evaluate(self, script: str, arg: Any = None) -> Any:
+        """Runs ``script`` (a JS function, ours, never model output) in the page and returns its JSON result.
+
+        Suites whose pages report their own state (MiniWoB++'s reward globals) read it through this."""
+        try:
+            return await self._require().evaluate(script, arg)
+        except PlaywrightError as exc:
+            raise BackendError(f"page script failed: {exc}") from exc
+
     async def health(self) -> bool:
         """True when the page answers within 3 s."""
         try:
@@ -347,6 +356,9 @@ class LocalPage:
 
     async def act_and_observe(self, action: Action, screenshot: bool = True) -> tuple[str, dict[str, Any]]:
         return await self._d().act_and_observe(action, screenshot)
+
+    async def evaluate(self, script: str, arg: Any = None) -> Any:
+        return await self._d().evaluate(script, arg)
 
     async def health(self) -> bool:
         return self._driver is not None and await self._driver.health()

@@ -1,0 +1,222 @@
+"""MiniWoB++ through our web stack: the HTML tasks that ship in the ``miniwob`` wheel, driven by Playwright.
+
+Each task is one HTML page, opened as a file (``file://``; the pages need no server) in the node's shared
+Chromium or an env's own, like the mocked apps. An episode is started the way the suite defines it: seed the
+page's RNG (``Math.seedrandom``), then ``core.startEpisodeReal()``, then wait for ``WOB_TASK_READY``. The
+instruction is the page's (``core.getUtterance()``), shown as the first line of every observation. Reward and
+done are the page's globals (``WOB_REWARD_GLOBAL``, ``WOB_RAW_REWARD_GLOBAL``, ``WOB_DONE_GLOBAL``): we never
+compute a reward; the ``page_reward`` verifier reads what the page reported. The page's own timer
+(``core.EPISODE_MAX_TIME``, 10 s unless the task sets it) ends an episode with raw reward -1, so each task keeps
+its own time limit.
+
+A task of the pool is one (task name, seed) pair: ``miniwob.<name>.<seed>``. Pool specs:
+``miniwob:all``, ``miniwob:click-button,click-link``, and ``@N`` after either for seeds 0..N-1 (default 1).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any, Protocol
+
+from maigym_ray.config import PoolConfig, WebBackendConfig
+from maigym_ray.envs.backend import Backend
+from maigym_ray.errors import BackendError, ConfigError, TaskError
+from maigym_ray.types import Action, Element, Observation, TaskSpec
+
+#: The viewport MiniWoB++ pages get by default: the task area is 160x210 CSS pixels at the top left, with the
+#: page's reward display to its right.
+DEFAULT_SIZE = (380, 220)
+#: Steps an episode may take (the page's own timer usually ends it first).
+DEFAULT_MAX_STEPS = 15
+
+_GLOBALS_JS = """() => ({done: !!WOB_DONE_GLOBAL, reward: Number(WOB_REWARD_GLOBAL),
+  raw_reward: Number(WOB_RAW_REWARD_GLOBAL), reason: WOB_REWARD_REASON == null ? null : String(WOB_REWARD_REASON),
+  utterance: core.getUtterance(), ready: !!WOB_TASK_READY, max_time_ms: Number(core.EPISODE_MAX_TIME)})"""
+# MiniWoB++ makes many targets clickable text (links as <span class="alink">, tree nodes, menu items) that no
+# accessibility role marks. Like BrowserGym's ids on every element, we give each such text leaf of the task area
+# a stable id (data-mg-id "tN", which the snapshot lists as an element): one that carries text of its own and
+# holds no control (a <label> around a checkbox is no target, so the checkbox keeps its own line; a paragraph around
+# a tagged word stays text too).
+_TAG_JS = """() => {
+  const root = document.getElementById('area') || document.body;
+  const CONTROL = 'a[href],button,input,textarea,select,[role=button],[role=link],[role=tab],[role=checkbox],[role=radio],[data-mg-id]';
+  const fresh = [];
+  for (const el of Array.from(root.querySelectorAll('*')).reverse()) {  // leaves first: a parent then holds a tag
+    if (el.hasAttribute('data-mg-id') || el.matches(CONTROL) || el.querySelector(CONTROL)) continue;
+    if (el.closest('svg') || ['SCRIPT', 'STYLE', 'OPTION', 'BR'].includes(el.tagName)) continue;
+    let own = '';
+    for (const c of el.childNodes) if (c.nodeType === 3) own += c.textContent;
+    if (own.trim()) { el.setAttribute('data-mg-id', ''); fresh.push(el); }
+  }
+  window.__mgTags = window.__mgTags || 0;
+  for (const el of fresh.reverse()) el.setAttribute('data-mg-id', 't' + (++window.__mgTags));  // page order
+}"""
+# The suite's own start sequence (seed, startEpisodeReal, wait for the task to say it is ready), in one call.
+_START_JS = (
+    """async (seed) => {
+  if (core.cover_div == null) core.startEpisode();  // tasks call it on load; a page that did not yet, now
+  Math.seedrandom(seed);
+  core.startEpisodeReal();
+  for (let i = 0; i < 40 && !WOB_TASK_READY; i++) await new Promise(r => setTimeout(r, 50));
+  return ("""
+    + _GLOBALS_JS
+    + """)();
+}"""
+)
+
+
+def html_dir() -> Path:
+    """The folder of the ``miniwob`` wheel's task pages (``miniwob/html/miniwob``)."""
+    spec = importlib.util.find_spec("miniwob")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError("MiniWoB++ is not installed: pip install 'maigym_ray[suites]' (miniwob==1.1.0)")
+    return Path(next(iter(spec.submodule_search_locations))) / "html" / "miniwob"
+
+
+def task_names() -> list[str]:
+    """Every task page the wheel ships, by name (``click-button``, ...)."""
+    return sorted(p.stem for p in html_dir().glob("*.html"))
+
+
+def miniwob_task(name: str, seed: int = 0, max_steps: int = DEFAULT_MAX_STEPS) -> TaskSpec:
+    """The TaskSpec of one MiniWoB++ task at one seed (the page gives the instruction once it runs)."""
+    return TaskSpec(
+        id=f"miniwob.{name}.{seed}",
+        instruction=f"MiniWoB++ task {name}: do what the page's instruction (the first line) says.",
+        apps=("miniwob",),
+        platforms=("web",),
+        initial_state={"miniwob": {"task": name, "seed": seed}},
+        verifier={"name": "page_reward", "params": {"suite": "miniwob"}},
+        max_steps=max_steps,
+        tags=("miniwob", name),
+    )
+
+
+def load_pool_spec(spec: str) -> list[TaskSpec]:
+    """The tasks of ``miniwob:<names>|all[@N]``; unknown names are a TaskError listing close ones."""
+    if not spec.startswith("miniwob:"):
+        raise ConfigError(f"not a MiniWoB++ pool spec: {spec!r} (expected miniwob:<names> or miniwob:all)")
+    body = spec.split(":", 1)[1]
+    names_part, _, seeds_part = body.partition("@")
+    try:
+        n_seeds = int(seeds_part) if seeds_part else 1
+    except ValueError:
+        raise ConfigError(f"{spec!r}: the part after @ must be a number of seeds") from None
+    if n_seeds < 1:
+        raise ConfigError(f"{spec!r}: need at least one seed")
+    known = task_names()
+    names = known if names_part == "all" else [n.strip() for n in names_part.split(",") if n.strip()]
+    if not names:
+        raise ConfigError(f"{spec!r} names no task")
+    for n in names:
+        if n not in known:
+            near = [k for k in known if k.split("-")[0] == n.split("-")[0]][:6]
+            raise TaskError(f"unknown MiniWoB++ task {n!r}" + (f"; similar: {near}" if near else ""))
+    return [miniwob_task(n, s) for n in names for s in range(n_seeds)]
+
+
+class SuitePage(Protocol):
+    """A page handle (LocalPage or RemotePage) that can also run our own scripts in the page."""
+
+    async def open(self, **driver_args: Any) -> None: ...
+    async def reset(self, url: str) -> None: ...
+    async def observe(self, screenshot: bool = True) -> dict[str, Any]: ...
+    async def act(self, action: Action) -> str: ...
+    async def evaluate(self, script: str, arg: Any = None) -> Any: ...
+    async def health(self) -> bool: ...
+    async def close(self) -> None: ...
+
+
+class MiniwobBackend(Backend):
+    """MiniWoB++ task pages in a browser page; state() is what the page's reward globals say."""
+
+    def __init__(self, cfg: WebBackendConfig, page: SuitePage, pages_dir: Path | None = None) -> None:
+        self.cfg = cfg
+        self.platform = "web"
+        self.width, self.height = cfg.width or DEFAULT_SIZE[0], cfg.height or DEFAULT_SIZE[1]
+        self.page = page
+        self.base_url = (pages_dir or html_dir()).resolve().as_uri()
+        self._globals: dict[str, Any] = {}
+        self._task: dict[str, Any] = {}
+        self._started = False
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        await self.page.open(
+            width=self.width,
+            height=self.height,
+            mobile=False,
+            base_url=self.base_url,
+            apps=[],
+            settle_timeout_s=self.cfg.settle_timeout_s,
+            wait_cap_s=self.cfg.wait_cap_s,
+            fresh_context=self.cfg.reset == "context",
+        )
+        self._started = True
+
+    async def reset(self, task: TaskSpec) -> None:
+        spec = task.initial_state.get("miniwob")
+        if not isinstance(spec, dict) or not isinstance(spec.get("task"), str):
+            raise TaskError(f"task {task.id}: a MiniWoB++ task needs initial_state.miniwob.task")
+        name, seed = spec["task"], spec.get("seed", 0)
+        if not (Path(self.base_url[len("file://") :]) / f"{name}.html").is_file():
+            raise TaskError(f"task {task.id}: MiniWoB++ has no task page {name!r}")
+        self._task = {"task": name, "seed": seed}
+        await self.page.reset(f"{self.base_url}/{name}.html")
+        self._globals = await self.page.evaluate(_START_JS, seed)
+        if not self._globals.get("ready"):
+            raise BackendError(f"MiniWoB++ task {name} did not become ready after startEpisodeReal")
+
+    async def _read_globals(self) -> dict[str, Any]:
+        self._globals = await self.page.evaluate(_GLOBALS_JS)
+        return self._globals
+
+    async def observe(self) -> Observation:
+        await self.page.evaluate(_TAG_JS)
+        snap = await self.page.observe(self.cfg.screenshot)
+        await self._read_globals()
+        return Observation(
+            platform=self.platform,
+            screenshot=snap["png"],
+            width=self.width,
+            height=self.height,
+            a11y=f'instruction "{self._globals.get("utterance", "")}"\n' + snap["a11y"],
+            url=snap["url"],
+            app="miniwob",
+            elements=tuple(Element(**e) for e in snap["elements"]),
+        )
+
+    async def act(self, action: Action) -> str:
+        if action.name in ("open_app", "navigate_home", "navigate_back"):
+            return f"{action.name}: a MiniWoB++ task is a single page; act on its elements"
+        return await self.page.act(action)
+
+    def episode_done(self) -> bool:
+        return bool(self._globals.get("done"))
+
+    async def state(self) -> dict[str, Any]:
+        return {"miniwob": {**self._task, **await self._read_globals()}}
+
+    async def health(self) -> bool:
+        return await self.page.health()
+
+    async def close(self) -> None:
+        await self.page.close()
+
+
+def build_backend(
+    pool: PoolConfig, apps: list[str], app_bind: str = "127.0.0.1", node: Any = None
+) -> Backend:
+    """The ``miniwob`` backend kind (registered in envs.actor.SUITE_BACKENDS): the pool's web settings, the
+    node's shared Chromium when it has one, else a Chromium of this process. It hosts no mocked apps."""
+    if pool.web.browser == "shared" and node is not None:
+        from maigym_ray.envs.remote import RemotePage
+
+        page: Any = RemotePage(node)
+    else:
+        from maigym_ray.envs.backends.page import LocalPage
+
+        page = LocalPage(pool.web.executable)
+    return MiniwobBackend(pool.web, page)

@@ -31,7 +31,6 @@ from pathlib import Path
 import ray
 
 import maigym_ray  # noqa: F401  (loopback Ray settings before ray is imported)
-from maigym_ray.cluster import init_ray
 from maigym_ray.config import EnvManagerConfig, PolicyConfig, PoolConfig, RayConfig
 from maigym_ray.envs.manager import EnvManager
 from maigym_ray.harness.history import HistoryConfig, reusable_prefix
@@ -39,6 +38,7 @@ from maigym_ray.harness.model_policy import SamplingConfig
 from maigym_ray.harness.prompt import PromptConfig
 from maigym_ray.policy.engine import EngineActor, EngineConfig
 from maigym_ray.rollout import rollout_task
+from maigym_ray.runtime.ray_init import init_ray
 from maigym_ray.tasks.pool import TaskPool
 from maigym_ray.types import Trajectory
 

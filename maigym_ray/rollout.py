@@ -103,7 +103,7 @@ def rollout_task(
     step_timeout_s: float = 30.0,
     keep_screenshots: bool = False,
 ) -> Trajectory:
-    """``rollout`` as a plain function, for ``ray.remote(rollout_task).options(num_cpus=0)``."""
+    """``rollout`` as a plain function, for ``ray.remote(rollout_task).options(...)`` (runtime/placement.py)."""
     import asyncio
 
     return asyncio.run(rollout(manager, task, platform, policy, engines, step_timeout_s, keep_screenshots))
@@ -132,18 +132,20 @@ async def run_rollouts(
     step_timeout_s: float = 30.0,
     keep_screenshots: bool = False,
     on_finished: Callable[[Finished], None] | None = None,
+    task_options: dict[str, Any] | None = None,
 ) -> list[Finished]:
     """Runs every ``(item, task, platform)`` of ``work`` as a rollout Ray task, ``concurrency`` at a time.
 
     An episode that ends in an infrastructure failure is retried (on a fresh lease) up to ``infra_retries``
     times; if it still fails it is returned with ``infra_failed`` set, never as a score. ``on_finished`` sees
     every returned episode as it finishes (progress bars, writers). Results come back in finishing order.
+    ``task_options`` are the rollout task's Ray options (``Placement.rollout_task()``).
     """
     import asyncio
 
     import ray
 
-    remote = ray.remote(rollout_task).options(num_cpus=0, max_retries=0)
+    remote = ray.remote(rollout_task).options(**(task_options or {"max_retries": 0}))
     queue: asyncio.Queue[tuple[Any, TaskSpec, str, int]] = asyncio.Queue()
     for item, task, plat in work:
         queue.put_nowait((item, task, plat, 0))
@@ -164,20 +166,3 @@ async def run_rollouts(
 
     await asyncio.gather(*(worker() for _ in range(max(1, concurrency))))
     return done
-
-
-def start_engines(policy: PolicyConfig) -> list[Any]:
-    """Starts ``policy.num_engines`` vLLM engine actors (kind "engine"); returns their handles, started."""
-    import ray
-
-    from maigym_ray.policy.engine import EngineActor
-
-    if policy.kind != "engine":
-        return []
-    env = {"VLLM_CPU_KVCACHE_SPACE": str(policy.engine.cpu_kv_cache_gb)}
-    engines = [
-        ray.remote(EngineActor).options(num_cpus=0, runtime_env={"env_vars": env}).remote(policy.engine, i)
-        for i in range(policy.num_engines)
-    ]
-    ray.get([e.start.remote() for e in engines])
-    return engines

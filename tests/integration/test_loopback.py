@@ -73,7 +73,8 @@ def test_weight_group_listens_on_loopback_only(ray_local):
     receiver = ray_local.remote(wg.WeightReceiverActor).options(**opts).remote()
     try:
         joined = ray_local.get(
-            [sender.join.remote(2, "loopback-check"), receiver.join.remote(2, 1, "loopback-check")], timeout=60
+            [sender.join.remote(2, "loopback-check"), receiver.join.remote(2, 1, "loopback-check")],
+            timeout=60,
         )
         assert all(j["address"] == "127.0.0.1" and j["rendezvous"].startswith("127.0.0.1:") for j in joined)
         layout = wg.layout(named, 1 << 20)

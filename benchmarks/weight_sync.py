@@ -5,8 +5,8 @@
 Two Ray actors (a trainer rank and an engine rank) join a torch gloo group through a ``file://``
 rendezvous with ``GLOO_SOCKET_IFNAME=lo``, so every socket is on loopback (torch's TCPStore would listen on
 all interfaces). The same model-shaped set of tensors is broadcast per tensor (plain gloo) and in flat buckets through
-the driver's own path (maigym_ray/rl/weight_group.py: a ray.util.collective gloo group on top of that
-process group). ``loopback_copy_gbps`` is the raw bandwidth of moving the same bytes between
+the product's path (maigym_ray/weights/group.py: each member's own gloo process group, met at rank 0's
+store on its node IP, next to that default group). ``loopback_copy_gbps`` is the raw bandwidth of moving the same bytes between
 the same two processes over a loopback TCP socket: the physical limit the broadcast runs against.
 """
 

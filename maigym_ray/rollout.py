@@ -21,7 +21,7 @@ from maigym_ray.harness.episode import run_episode
 from maigym_ray.harness.model_policy import ModelPolicy
 from maigym_ray.harness.policy import GoldenPolicy, PolicyClient, RandomPolicy
 from maigym_ray.harness.prompt import PromptBuilder
-from maigym_ray.types import TaskSpec, Trajectory
+from maigym_ray.types import Reward, TaskSpec, Trajectory
 
 
 @functools.lru_cache(maxsize=4)
@@ -109,6 +109,22 @@ def rollout_task(
     return asyncio.run(rollout(manager, task, platform, policy, engines, step_timeout_s, keep_screenshots))
 
 
+def lost_episode(task: TaskSpec, platform: str, exc: BaseException) -> Trajectory:
+    """The record of an episode whose rollout task was lost with its worker or node (an infra failure)."""
+    import uuid
+
+    reason = f"rollout task lost: {type(exc).__name__}"
+    return Trajectory(
+        f"lost-{uuid.uuid4().hex[:12]}",
+        task.id,
+        platform,
+        (),
+        Reward(0.0, False, reason, infra_failed=True),
+        infra_failed=True,
+        error=f"{reason}: {str(exc)[:300]}",
+    )
+
+
 @dataclass(frozen=True)
 class Finished:
     """One finished episode of :func:`run_rollouts`: the work item, its trajectory, the attempt it took
@@ -155,7 +171,14 @@ async def run_rollouts(
         while not queue.empty():
             item, task, plat, attempt = queue.get_nowait()
             t0 = time.perf_counter()
-            traj = await remote.remote(manager, task, plat, policy, engines, step_timeout_s, keep_screenshots)
+            try:
+                traj = await remote.remote(
+                    manager, task, plat, policy, engines, step_timeout_s, keep_screenshots
+                )
+            except (
+                ray.exceptions.RayError
+            ) as exc:  # the task's worker or node died: infrastructure, never a 0
+                traj = lost_episode(task, plat, exc)
             if traj.infra_failed and attempt < infra_retries:
                 queue.put_nowait((item, task, plat, attempt + 1))
                 continue

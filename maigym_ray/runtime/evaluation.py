@@ -123,7 +123,7 @@ async def evaluate(
     check_choice("policy.kind", cfg.policy.kind, POLICY_KINDS)
     session = Session(cfg.ray, cfg.env, cfg.policy, cfg.topology)  # an impossible topology fails here
     # The synthesis stage first (in a thread: it runs its own event loop and EnvManager), then loading.
-    tasks_cfg = await asyncio.to_thread(synthesis_stage, cfg.tasks, out_dir, cfg.ray)
+    tasks_cfg = await asyncio.to_thread(synthesis_stage, cfg.tasks, out_dir, cfg.ray, cfg.topology)
     tasks = load_tasks(tasks_cfg)
     platforms = sorted({p.platform for p in cfg.env.pools.values()})
     work = [

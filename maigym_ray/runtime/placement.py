@@ -24,6 +24,8 @@ ENV_ACTOR_CONCURRENCY = 8
 CONTROL_CONCURRENCY = 1000
 #: the driver's concurrent calls (run, plus progress queries).
 DRIVER_CONCURRENCY = 8
+#: the amount of the driver's node resource that pins a control-plane actor or task to that node.
+_SLIVER = 0.0001
 
 
 def _resources(name: str, amount: float) -> dict[str, Any]:
@@ -47,22 +49,38 @@ class Placement:
         return {
             "num_cpus": d.num_cpus,
             "max_concurrency": DRIVER_CONCURRENCY,
-            **_resources(d.resource, 1),
+            **_resources(d.resource, _SLIVER),
             **self._runtime_env({}),
         }
 
     def env_manager(self) -> dict[str, Any]:
-        """The EnvManager actor (an async control plane; it waits, it does not compute)."""
-        return {"num_cpus": 0, "max_concurrency": CONTROL_CONCURRENCY, **self._runtime_env({})}
+        """The EnvManager actor (an async control plane; it waits, it does not compute). It sits with the
+        driver: losing an env host node must not take the control plane with it."""
+        return {
+            "num_cpus": 0,
+            "max_concurrency": CONTROL_CONCURRENCY,
+            **self._with_driver(),
+            **self._runtime_env({}),
+        }
 
     def node_services(self) -> dict[str, Any]:
-        """A node's shared services (app servers, a shared Chromium)."""
-        return {"num_cpus": 0, "max_concurrency": CONTROL_CONCURRENCY, **self._runtime_env({})}
+        """The shared services (app servers, a shared Chromium), with the driver (see :meth:`env_manager`)."""
+        return {
+            "num_cpus": 0,
+            "max_concurrency": CONTROL_CONCURRENCY,
+            **self._with_driver(),
+            **self._runtime_env({}),
+        }
 
     def rollout_task(self) -> dict[str, Any]:
-        """The rollout Ray task: it waits on the env and the engines, so it reserves nothing. Ray's own retry
-        is off: the caller retries an infrastructure failure on a fresh lease and records each attempt."""
-        return {"num_cpus": 0, "max_retries": 0}
+        """The rollout Ray task: it waits on the env and the engines, so it reserves no CPU; it runs with the
+        driver, so that a lost env host fails its episode (retried) and not the task. Ray's own retry is off:
+        the caller retries an infrastructure failure on a fresh lease and records each attempt."""
+        return {"num_cpus": 0, "max_retries": 0, **self._with_driver()}
+
+    def _with_driver(self) -> dict[str, Any]:
+        # A sliver of the driver's resource: it pins to the driver's node without using up the resource.
+        return _resources(self.topology.driver.resource, _SLIVER)
 
     # -- envs ----------------------------------------------------------------------------------------------
     def env_host(self, platform: str) -> EnvHostConfig:

@@ -14,15 +14,21 @@ from pathlib import Path
 from maigym_ray.config import RayConfig
 from maigym_ray.errors import ConfigError
 from maigym_ray.runtime.schema import TasksConfig
+from maigym_ray.runtime.topology import TopologyConfig
 from maigym_ray.tasks.curriculum import curriculum_tasks
 from maigym_ray.tasks.pool import TaskPool
 
 SYNTH_PREFIX = "synth:"
 
 
-def synthesis_stage(cfg: TasksConfig, run_dir: Path | None, ray_cfg: RayConfig | None = None) -> TasksConfig:
-    """Runs synthesis for a "synth:" pool into ``run_dir/pool`` and returns ``cfg`` pointing at the written
-    pool file; any other pool is returned as it is."""
+def synthesis_stage(
+    cfg: TasksConfig,
+    run_dir: Path | None,
+    ray_cfg: RayConfig | None = None,
+    topology: TopologyConfig | None = None,
+) -> TasksConfig:
+    """Runs synthesis for a "synth:" pool into ``run_dir/pool`` (its validation envs placed by ``topology``)
+    and returns ``cfg`` pointing at the written pool file; any other pool is returned as it is."""
     if not cfg.pool.startswith(SYNTH_PREFIX):
         return cfg
     from maigym_ray.runtime.synthesis import synthesized_pool
@@ -31,7 +37,7 @@ def synthesis_stage(cfg: TasksConfig, run_dir: Path | None, ray_cfg: RayConfig |
         raise ConfigError(f"tasks.pool={cfg.pool!r} needs a run directory to write the pool to")
     names = cfg.pool.split(":", 1)[1]
     templates = [] if names == "all" else [n for n in names.split(",") if n]
-    synthesized_pool(templates, cfg.synth_worlds, run_dir / "pool", ray_cfg or RayConfig())
+    synthesized_pool(templates, cfg.synth_worlds, run_dir / "pool", ray_cfg or RayConfig(), topology)
     return replace(cfg, pool=str(run_dir / "pool" / "pool.parquet"))
 
 

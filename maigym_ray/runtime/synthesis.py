@@ -24,6 +24,7 @@ from tqdm import tqdm
 from maigym_ray.config import RayConfig, validate_manager_config
 from maigym_ray.errors import InfraError, TaskError
 from maigym_ray.runtime.schema import SynthConfig
+from maigym_ray.runtime.topology import TopologyConfig
 from maigym_ray.synth.generate import Rejection, generate, task_tag
 from maigym_ray.synth.validation import Verdict, validate_all
 from maigym_ray.tasks.pool import TaskPool
@@ -225,7 +226,13 @@ async def synthesize(cfg: SynthConfig, out_dir: Path, world_seeds: list[int] | N
     return report
 
 
-def synthesized_pool(templates: list[str], worlds: int, out_dir: Path, ray_cfg: RayConfig) -> TaskPool:
+def synthesized_pool(
+    templates: list[str],
+    worlds: int,
+    out_dir: Path,
+    ray_cfg: RayConfig,
+    topology: TopologyConfig | None = None,
+) -> TaskPool:
     """A pool synthesised (and validated live) into ``out_dir``; an existing ``out_dir/pool.parquet`` from the
     same templates and worlds (a resumed run) is loaded instead."""
     path, key = out_dir / "pool.parquet", out_dir / "request.json"
@@ -233,6 +240,8 @@ def synthesized_pool(templates: list[str], worlds: int, out_dir: Path, ray_cfg: 
     if path.exists() and key.exists() and key.read_text() == request:
         return TaskPool.load(path)
     cfg = SynthConfig(ray=ray_cfg, worlds=worlds, templates=templates, name="synth-for-run")
+    if topology is not None:
+        cfg.topology = topology
     report = asyncio.run(synthesize(cfg, out_dir))
     if report["infra_failures"]:
         raise InfraError(f"{report['infra_failures']} tasks hit infrastructure failures during validation")

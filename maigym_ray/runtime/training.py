@@ -25,7 +25,7 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict[str, Any]:
     cfg.trainer.check()
     session = Session(cfg.ray, cfg.env, cfg.policy, cfg.topology, trains=True)  # impossible topology: here
     session.init_ray()  # before synthesis, which would otherwise start a Ray this session does not own
-    pool = load_tasks(synthesis_stage(cfg.tasks, run_dir, cfg.ray))
+    pool = load_tasks(synthesis_stage(cfg.tasks, run_dir, cfg.ray, cfg.topology))
     # Only tasks that some configured pool can run: a desktop task needs a desktop pool (as in eval).
     platforms = {p.platform for p in cfg.env.pools.values()}
     runnable = [t for t in pool if platforms & set(t.platforms)]

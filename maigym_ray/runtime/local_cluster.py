@@ -1,29 +1,25 @@
-"""A multi-node Ray cluster on one machine, on loopback: a head and worker nodes started with ``ray start``,
-each with its own ports, custom resources and (optionally) advertised GPUs. Used by the multi-node tests and
-benchmarks/multinode.py, and a template for a real cluster's ``ray start`` lines (docs/scaling.md).
+"""A multi-node Ray cluster on one machine, on loopback: a head and worker nodes, each with its own ports,
+custom resources and (optionally) advertised GPUs. Used by the multi-node tests and benchmarks/multinode.py.
 
-Each node is a blocking ``ray start --block`` in its own process group: stopping that process stops exactly
-that node (``ray stop`` would stop every Ray on the machine, other agents' too). Token auth is off for this
-throwaway loopback cluster (``RAY_AUTH_MODE=disabled``, DESIGN.md §10): Ray reads the auth mode once per
-process, and a test process may have read it already. A real cluster keeps Ray's default token auth.
+The nodes are started with ``ray.cluster_utils.Cluster`` (real raylets, object stores and a GCS, one set per
+node), not ``ray start``: a worker's ``ray start --address=127.0.0.1:PORT`` rewrites a loopback address to the
+machine's routable IP, and with ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (the loopback switch of
+maigym_ray/__init__.py) it refuses to join at all (checked with Ray 2.60). ``Cluster`` starts the nodes from
+this process with the loopback settings, so every node listens on 127.0.0.1 only. For a real cluster's
+``ray start`` lines see docs/scaling.md.
+
+Token auth is off for this throwaway cluster (``RAY_AUTH_MODE=disabled``, DESIGN.md §10). Nodes are stopped
+by this process (``kill(name)`` removes one, as a machine loss would; ``stop()`` all), never by ``ray stop``.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import signal
 import socket
-import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-import psutil
 
 
 def free_port() -> int:
@@ -47,196 +43,106 @@ class NodeSpec:
     resources: dict[str, float] = field(default_factory=dict)
 
 
-@dataclass
-class Node:
-    """A started node: its spec, its ``ray start --block`` process and its Ray node id."""
-
-    spec: NodeSpec
-    proc: subprocess.Popen[bytes]
-    node_id: str = ""
-
-
 class LocalCluster:
     """Head plus workers on 127.0.0.1; ``start()``, ``kill(name)``, ``stop()``."""
 
     def __init__(self, head: NodeSpec, workers: list[NodeSpec], dashboard: bool = True) -> None:
-        os.environ["RAY_AUTH_MODE"] = "disabled"  # before this process imports ray, where it can
+        # Before this process starts any node or imports ray where it can (nodes inherit the environment).
+        os.environ["RAY_AUTH_MODE"] = "disabled"
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        # a job's `python` is looked up on the PATH of whoever started the head (launch/submit.py)
+        bin_dir = os.path.dirname(sys.executable)
+        if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+            os.environ["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
         self.head_spec, self.worker_specs, self.dashboard = head, workers, dashboard
-        # Ray's socket paths must stay under the 107-byte limit of a Unix socket path: a short temp dir.
-        self.temp_dir = tempfile.mkdtemp(prefix="mn", dir="/tmp")
-        self.gcs_port, self.dash_port = free_port(), free_port()
-        self.nodes: dict[str, Node] = {}
-        bin_dir = Path(sys.executable).parent
-        self.ray_bin = str(bin_dir / "ray")
-        self.env = {
-            **os.environ,
-            "RAY_AUTH_MODE": "disabled",
-            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-            "RAY_USAGE_STATS_ENABLED": "0",
-            "GLOO_SOCKET_IFNAME": "lo",
-            # a job's `python` is looked up on the PATH of whoever ran `ray start` (launch/submit.py)
-            "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}",
-        }
-        for k in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS", "RAY_AUTH_TOKEN_PATH"):
-            self.env.pop(k, None)
+        self.dash_port = free_port()
+        self.cluster: Any = None
+        self.nodes: dict[str, Any] = {}
+        self.node_ids: dict[str, str] = {}
 
     @property
     def gcs_address(self) -> str:
         """The head's GCS address (``ray.init(address=...)``)."""
-        return f"127.0.0.1:{self.gcs_port}"
+        return self.cluster.address
 
     @property
     def dashboard_url(self) -> str:
         """The head's job server."""
         return f"http://127.0.0.1:{self.dash_port}"
 
-    def _start_node(self, spec: NodeSpec, head: bool) -> Node:
-        cmd = [
-            self.ray_bin,
-            "start",
-            "--block",
-            "--node-ip-address=127.0.0.1",
-            f"--num-cpus={spec.num_cpus}",
-            f"--num-gpus={spec.num_gpus}",
-            f"--resources={json.dumps(spec.resources)}",
-            # fixed defaults another Ray on this machine may hold
-            f"--dashboard-agent-listen-port={free_port()}",
-            f"--temp-dir={self.temp_dir}",
-            "--disable-usage-stats",
-        ]
-        if head:
-            cmd += [
-                "--head",
-                f"--port={self.gcs_port}",
-                f"--ray-client-server-port={free_port()}",
-                f"--include-dashboard={'true' if self.dashboard else 'false'}",
-                "--dashboard-host=127.0.0.1",
-                f"--dashboard-port={self.dash_port}",
-            ]
-        else:
-            cmd += [f"--address={self.gcs_address}"]
-        log = open(Path(self.temp_dir) / f"ray_start_{spec.name}.log", "wb")
-        proc = subprocess.Popen(
-            cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        node = Node(spec, proc)
-        self.nodes[spec.name] = node
-        return node
+    def _args(self, spec: NodeSpec) -> dict[str, Any]:
+        return {
+            "node_ip_address": "127.0.0.1",
+            "num_cpus": spec.num_cpus,
+            "num_gpus": spec.num_gpus,
+            "resources": dict(spec.resources),
+            "object_store_memory": 128 * 1024 * 1024,
+            "dashboard_agent_listen_port": free_port(),
+        }
 
     def start(self, timeout_s: float = 120.0) -> LocalCluster:
         """Starts the head, connects this process to it as the driver (so the driver sits on the head's node,
         not on a worker that a test may kill), then starts the workers and waits until every node is alive."""
         import ray
+        from ray.cluster_utils import Cluster
 
-        self._start_node(self.head_spec, head=True)
-        deadline = time.monotonic() + timeout_s
-        while True:
-            self._check_running()
-            try:
-                with socket.create_connection(("127.0.0.1", self.gcs_port), timeout=1):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(
-                        f"head not up after {timeout_s} s: {self.log('head')[-2000:]}"
-                    ) from None
-                time.sleep(0.5)
-        self.connect()
+        head = {
+            **self._args(self.head_spec),
+            "include_dashboard": self.dashboard,
+            "dashboard_host": "127.0.0.1",
+            "dashboard_port": self.dash_port,
+            "ray_client_server_port": free_port(),
+        }
+        self.cluster = Cluster(initialize_head=True, head_node_args=head)
+        self.nodes[self.head_spec.name] = self.cluster.head_node
+        ray.init(address=self.cluster.address, log_to_driver=False)
         for w in self.worker_specs:
-            self._start_node(w, head=False)
+            self.nodes[w.name] = self.cluster.add_node(wait=False, **self._args(w))
+        deadline = time.monotonic() + timeout_s
         while self._match_nodes() < 1 + len(self.worker_specs):
-            self._check_running()
             if time.monotonic() > deadline:
                 raise TimeoutError(f"nodes not alive after {timeout_s} s: {ray.nodes()}")
             time.sleep(0.5)
+        if self.dashboard:
+            self._wait_http(f"{self.dashboard_url}/api/version", deadline)
         return self
 
-    def _check_running(self) -> None:
-        for name, node in self.nodes.items():
-            if node.proc.poll() is not None:
-                raise RuntimeError(f"ray start of node {name} exited: {self.log(name)[-2000:]}")
+    def _wait_http(self, url: str, deadline: float) -> None:
+        import urllib.request
+
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(url, timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.5)
+        raise TimeoutError(f"{url} not up")
 
     def _match_nodes(self) -> int:
-        """Maps node names to Ray node ids by their advertised resources; returns how many are alive."""
+        """Maps node names to Ray node ids; returns how many nodes are alive."""
         import ray
 
         alive = [n for n in ray.nodes() if n["Alive"]]
-        for node in self.nodes.values():
-            for n in alive:
-                res = n["Resources"]
-                wanted = all(res.get(k) == v for k, v in node.spec.resources.items())
-                if wanted and res.get("GPU", 0) == node.spec.num_gpus:
-                    node.node_id = n["NodeID"]
+        for name, node in self.nodes.items():
+            self.node_ids[name] = node.node_id
         return len(alive)
-
-    def connect(self) -> Any:
-        """``ray.init`` this process into the cluster (as a driver on the head's node); returns ray."""
-        import ray
-
-        os.environ["RAY_AUTH_MODE"] = "disabled"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                ray.init(address=self.gcs_address, log_to_driver=False)
-                break
-            except ConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(1)
-        return ray
 
     def node_id(self, name: str) -> str:
         """The Ray node id of the node called ``name``."""
-        self._match_nodes()
         return self.nodes[name].node_id
 
     def kill(self, name: str) -> None:
-        """Kills node ``name`` (its raylet and every worker of it), as a machine loss would."""
-        node = self.nodes[name]
-        tree = _tree(node.proc.pid)
-        for p in tree:
-            try:
-                p.kill()
-            except psutil.Error:
-                pass
-        node.proc.kill()
-        node.proc.wait(timeout=30)
-
-    def log(self, name: str) -> str:
-        """The ``ray start`` output of node ``name``."""
-        return (Path(self.temp_dir) / f"ray_start_{name}.log").read_text(errors="replace")
+        """Kills node ``name`` (its raylet and every worker of it) at once, as a machine loss would."""
+        self.cluster.remove_node(self.nodes[name], allow_graceful=False)
 
     def stop(self) -> None:
-        """Stops every node (workers first), then anything left that names this cluster's temp dir."""
-        for name in [*(w.name for w in self.worker_specs), self.head_spec.name]:
-            node = self.nodes.get(name)
-            if node is None or node.proc.poll() is not None:
-                continue
-            tree = _tree(node.proc.pid)
-            node.proc.send_signal(signal.SIGTERM)
-            try:
-                node.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                node.proc.kill()
-            for p in tree:
-                try:
-                    p.kill()
-                except psutil.Error:
-                    pass
-        for p in psutil.process_iter(["pid", "cmdline"]):
-            if self.temp_dir in " ".join(p.info["cmdline"] or []):
-                try:
-                    p.kill()
-                except psutil.Error:
-                    pass
-        shutil.rmtree(self.temp_dir, ignore_errors=True)
+        """Disconnects this process and stops every node."""
+        import ray
 
-
-def _tree(pid: int) -> list[psutil.Process]:
-    try:
-        return psutil.Process(pid).children(recursive=True)
-    except psutil.Error:
-        return []
+        ray.shutdown()
+        if self.cluster is not None:
+            self.cluster.shutdown()
 
 
 #: the three-node layout of conf/topology/loopback_3node.yaml.

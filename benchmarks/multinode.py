@@ -95,8 +95,10 @@ def sync_gbps(c: LocalCluster, total_mb: int, bucket_mb: int, repeats: int) -> d
             r = recv.receive_timed.remote(layout, group)
             s = sender.send.remote(layout, group)
             best = min(best, max(ray.get([r, s])))
-        _, got = ray.get(recv.receive.remote(layout, group)), ray.get(sender.send.remote(layout, group))
-        assert all(torch.equal(got[1][k], t) for k, t in named), "received weights differ"
+        pending = recv.receive.remote(layout, group)
+        ray.get(sender.send.remote(layout, group))
+        _, got = ray.get(pending)
+        assert all(torch.equal(got[k], t) for k, t in named), "received weights differ"
         out[f"{label}_sync_gbps"] = nbytes / best / 1e9
         ray.get([sender.leave.remote(group), recv.leave.remote(group)])
         ray.kill(sender)

@@ -248,6 +248,10 @@ async def test_killing_a_worker_mid_eval_loses_no_episode(cluster, tmp_path):
     import pyarrow.parquet as pq
 
     rows = pq.read_table(tmp_path / "kill" / "results.parquet").to_pylist()
-    assert len(rows) == report["episodes"] == 12  # no episode lost
+    from maigym_ray.tasks.pool import TaskPool
+
+    expected = sum("web" in t.platforms for t in list(TaskPool.builtin())[:12])
+    assert expected >= 8
+    assert len(rows) == report["episodes"] == expected  # no episode lost
     assert report["infra_failed"] == 0 and report["success_rate"] == 1.0  # every one retried and scored
     assert any(r["attempt"] > 0 for r in rows), "no episode was interrupted by the node loss"

@@ -34,9 +34,9 @@ import maigym_ray  # noqa: F401  (loopback Ray settings: must run before ray is 
 import psutil
 import ray
 
-from maigym_ray.cluster import init_ray
 from maigym_ray.config import DesktopBackendConfig, EnvManagerConfig, PoolConfig, WebBackendConfig
 from maigym_ray.envs.manager import EnvManager
+from maigym_ray.runtime.ray_init import init_ray
 from maigym_ray.tasks.pool import TaskPool
 
 DEFAULT_MODE = {"web": "shared", "desktop": "keep_browser"}

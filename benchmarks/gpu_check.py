@@ -51,8 +51,8 @@ from maigym_ray.harness.history import HistoryConfig
 from maigym_ray.harness.synthetic import synthetic_trajectories
 from maigym_ray.rl.packing import PackedSequence, micro_batches, pack_step, pack_window
 from maigym_ray.rl.trainer import TorchTrainer, TrainerConfig
-from maigym_ray.rl.weight_sync import flatten, plan_buckets, unflatten
 from maigym_ray.types import Trajectory
+from maigym_ray.weights.buckets import flatten, plan_buckets, unflatten
 
 
 @dataclass(frozen=True)

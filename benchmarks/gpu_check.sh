@@ -30,4 +30,10 @@ timeout 450 "$PY" -u benchmarks/gpu_check.py --device cuda --size 0.5b --json "$
     2>&1 | tee -a "$LOG" || rc=$?
 echo "== gpu_check.py exit status $rc (124: killed at 450 s; the JSON holds the parts that finished)" \
     | tee -a "$LOG"
-exit "$rc"
+# The trainer group on CUDA through the placement code, and a bucketed broadcast from it (needs ray; without
+# it the script writes {"skipped": ...}). Writes $OUT/gpu_placement.json.
+rc2=0
+timeout 240 "$PY" -u benchmarks/gpu_placement_check.py --json "$OUT/gpu_placement.json" 2>&1 | tee -a "$LOG" || rc2=$?
+echo "== gpu_placement_check.py exit status $rc2" | tee -a "$LOG"
+[ "$rc" = 0 ] || exit "$rc"
+exit "$rc2"

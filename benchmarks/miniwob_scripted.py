@@ -22,11 +22,11 @@ import maigym_ray  # noqa: F401  (loopback Ray settings: must run before ray is 
 
 import ray
 
-from maigym_ray.cluster import init_ray
 from maigym_ray.config import EnvManagerConfig, PoolConfig, RayConfig, WebBackendConfig
 from maigym_ray.envs.lease import LeasedEnv
 from maigym_ray.envs.manager import EnvManager
 from maigym_ray.harness.episode import run_episode
+from maigym_ray.runtime.ray_init import init_ray
 from maigym_ray.suites.miniwob import miniwob_task
 from maigym_ray.suites.miniwob_solutions import SOLVERS, MiniwobScriptedPolicy
 

@@ -34,7 +34,6 @@ import maigym_ray  # noqa: F401  (loopback Ray settings: must run before ray is 
 
 import ray
 
-from maigym_ray.cluster import init_ray
 from maigym_ray.config import EnvManagerConfig, PolicyConfig, PoolConfig, RayConfig
 from maigym_ray.envs.manager import EnvManager
 from maigym_ray.harness.history import HistoryConfig, reusable_prefix
@@ -42,6 +41,7 @@ from maigym_ray.harness.model_policy import SamplingConfig
 from maigym_ray.harness.prompt import PromptConfig
 from maigym_ray.policy.engine import EngineActor, EngineConfig
 from maigym_ray.rollout import rollout_task
+from maigym_ray.runtime.ray_init import init_ray
 from maigym_ray.tasks.pool import TaskPool
 from maigym_ray.types import Trajectory
 

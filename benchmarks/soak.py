@@ -40,9 +40,10 @@ import maigym_ray  # noqa: F401  (sets the loopback Ray environment: it must com
 import psutil
 import ray
 
-from maigym_ray.cluster import init_ray
+from maigym_ray.runtime.ray_init import init_ray
 from maigym_ray.config import EnvManagerConfig, PolicyConfig, PoolConfig, RayConfig, WebBackendConfig
 from maigym_ray.envs.manager import EnvManager
+from maigym_ray.testing.drills import ROLLOUT_TASK
 from maigym_ray.rollout import outcome_counts, run_rollouts
 from maigym_ray.tasks.pool import TaskPool
 from maigym_ray.testing import ScriptedEngine, fake_task
@@ -235,6 +236,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
             infra_retries=2,
             step_timeout_s=10.0,
             episode_timeout_s=120.0,
+            task_options=ROLLOUT_TASK,
         )
         attempted += len(work)
         lost_items += lost(work, done)

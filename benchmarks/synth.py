@@ -17,8 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from maigym_ray.cli.schema import SynthConfig
-from maigym_ray.cli.synth import synthesize
+from maigym_ray.runtime.schema import SynthConfig
+from maigym_ray.runtime.synthesis import synthesize
 
 
 def main() -> int:

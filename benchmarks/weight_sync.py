@@ -5,8 +5,8 @@
 Two Ray actors (a trainer rank and an engine rank) join a torch gloo group through a ``file://``
 rendezvous with ``GLOO_SOCKET_IFNAME=lo``, so every socket is on loopback (torch's TCPStore would listen on
 all interfaces). The same model-shaped set of tensors is broadcast per tensor (plain gloo) and in flat buckets through
-the driver's own path (maigym_ray/rl/weight_group.py: a ray.util.collective gloo group on top of that
-process group). ``loopback_copy_gbps`` is the raw bandwidth of moving the same bytes between
+the product's path (maigym_ray/weights/group.py: each member's own gloo process group, met at rank 0's
+store on its node IP, next to that default group). ``loopback_copy_gbps`` is the raw bandwidth of moving the same bytes between
 the same two processes over a loopback TCP socket: the physical limit the broadcast runs against.
 """
 
@@ -26,8 +26,8 @@ import maigym_ray  # noqa: F401  (loopback Ray settings: must run before ray is 
 
 import ray
 
-from maigym_ray.cluster import init_ray
 from maigym_ray.config import RayConfig
+from maigym_ray.runtime.ray_init import init_ray
 
 
 def model_shapes(total_mb: int) -> list[tuple[str, tuple[int, ...]]]:
@@ -86,15 +86,15 @@ class Rank:
         self.dist.barrier()
         return time.perf_counter() - t0
 
-    def join_weight_group(self, init: str) -> None:
-        from maigym_ray.rl import weight_group
+    def join_weight_group(self) -> None:
+        from maigym_ray.weights import group as weight_group
 
-        weight_group.join(2, self.rank, "bench", init)
+        weight_group.join(2, self.rank, "bench")
 
     def bucketed(self, bucket_mb: int) -> float:
-        """The product's path (rl/weight_group.py): flat buckets over the ray.util.collective gloo group,
-        views into each received bucket on the receiver."""
-        from maigym_ray.rl import weight_group
+        """The product's path (weights/group.py): flat buckets over the weight group (gloo, met through Ray's
+        GCS), views into each received bucket on the receiver."""
+        from maigym_ray.weights import group as weight_group
 
         named = [(str(i), t) for i, t in enumerate(self.tensors)]
         buckets = weight_group.layout(named, bucket_mb << 20)
@@ -160,7 +160,7 @@ def main() -> int:
     init_file = Path(tempfile.mkdtemp(prefix="maigym-gloo-")) / "rendezvous"
     ranks = [ray.remote(Rank).options(num_cpus=0).remote(r, str(init_file), total_mb) for r in range(2)]
     nbytes = ray.get(ranks[0].__ray_call__.remote(lambda self: self.nbytes))
-    ray.get([r.join_weight_group.remote(str(init_file)) for r in ranks])
+    ray.get([r.join_weight_group.remote() for r in ranks])
     best = {"per_tensor": float("inf"), "bucketed": float("inf"), "copy": float("inf")}
     repeats = 2 if args.quick else 3
     for rep in range(repeats):

@@ -121,7 +121,7 @@ def rollout_task(
     keep_screenshots: bool = False,
     episode_timeout_s: float = 0.0,
 ) -> Trajectory:
-    """``rollout`` as a plain function, for ``ray.remote(rollout_task).options(num_cpus=0)``."""
+    """``rollout`` as a plain function, for ``ray.remote(rollout_task).options(...)`` (runtime/placement.py)."""
     return asyncio.run(
         rollout(manager, task, platform, policy, engines, step_timeout_s, keep_screenshots, episode_timeout_s)
     )
@@ -174,6 +174,8 @@ async def run_rollouts(
     keep_screenshots: bool = False,
     on_finished: Callable[[Finished], None] | None = None,
     episode_timeout_s: float = 0.0,
+    *,
+    task_options: dict[str, Any],
 ) -> list[Finished]:
     """Runs every ``(item, task, platform)`` of ``work`` as a rollout Ray task, ``concurrency`` at a time.
 
@@ -183,11 +185,12 @@ async def run_rollouts(
     up to ``infra_retries`` times, then returned infra-failed, never as a score. A task error (the verifier
     raised) is not retried: it would fail the same way. ``on_finished`` sees every returned episode as it
     finishes (progress bars, writers); an exception it raises is the caller's and stops the run. Results come
-    back in finishing order.
+    back in finishing order. ``task_options`` are the rollout task's Ray options, from the placement layer
+    (``Placement.rollout_task()``): this module hard-codes no resource.
     """
     import ray
 
-    remote = ray.remote(rollout_task).options(num_cpus=0, max_retries=0)
+    remote = ray.remote(rollout_task).options(**task_options)
     queue: asyncio.Queue[tuple[Any, TaskSpec, str, int]] = asyncio.Queue()
     for item, task, plat in work:
         queue.put_nowait((item, task, plat, 0))
@@ -222,20 +225,3 @@ async def run_rollouts(
 
     await asyncio.gather(*(worker() for _ in range(max(1, concurrency))))
     return done
-
-
-def start_engines(policy: PolicyConfig) -> list[Any]:
-    """Starts ``policy.num_engines`` vLLM engine actors (kind "engine"); returns their handles, started."""
-    import ray
-
-    from maigym_ray.policy.engine import EngineActor
-
-    if policy.kind != "engine":
-        return []
-    env = {"VLLM_CPU_KVCACHE_SPACE": str(policy.engine.cpu_kv_cache_gb)}
-    engines = [
-        ray.remote(EngineActor).options(num_cpus=0, runtime_env={"env_vars": env}).remote(policy.engine, i)
-        for i in range(policy.num_engines)
-    ]
-    ray.get([e.start.remote() for e in engines])
-    return engines

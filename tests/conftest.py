@@ -12,8 +12,8 @@ def ray_local():
     """One loopback-only local Ray for the whole test session."""
     import ray
 
-    from maigym_ray.cluster import init_ray
     from maigym_ray.config import RayConfig
+    from maigym_ray.runtime.ray_init import init_ray
 
     init_ray(RayConfig(num_cpus=2, object_store_mb=256))
     yield ray

@@ -14,10 +14,10 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 import maigym_ray  # noqa: F401  (loopback Ray settings before ray is imported)
-from maigym_ray.cli.eval import evaluate
-from maigym_ray.cli.schema import CollectConfig, register
 from maigym_ray.harness.trajectory_store import TrajectoryWriter
 from maigym_ray.rates import fmt_rate
+from maigym_ray.runtime.evaluation import evaluate
+from maigym_ray.runtime.schema import CollectConfig, register
 
 register()
 

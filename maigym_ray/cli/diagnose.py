@@ -20,9 +20,9 @@ import pyarrow.parquet as pq
 from omegaconf import DictConfig, OmegaConf
 
 import maigym_ray  # noqa: F401  (loopback Ray settings before ray is imported)
-from maigym_ray.cli.schema import DiagnoseConfig, register
-from maigym_ray.cli.synth import validate_live
 from maigym_ray.errors import ConfigError, TaskError
+from maigym_ray.runtime.schema import DiagnoseConfig, register
+from maigym_ray.runtime.synthesis import validate_live
 from maigym_ray.synth.diagnosis import diagnosis_table, group_failures, next_version_name, weakest
 from maigym_ray.synth.generate import generate, task_tag
 from maigym_ray.tasks.pool import TaskPool

@@ -42,6 +42,11 @@ from maigym_ray.types import Action, Observation, Reward, StepResult, TaskSpec
 _DEAD = (RayActorError,)
 
 
+def _default_actor_options(pool: PoolConfig) -> dict[str, Any]:
+    # Without a topology (a test, a benchmark): the pool's own CPUs, on any node.
+    return dict(num_cpus=pool.num_cpus, max_concurrency=8, runtime_env={"env_vars": dict(pool.env_vars)})
+
+
 @dataclass
 class _Instance:
     id: str
@@ -56,9 +61,20 @@ class _Instance:
 class EnvManager:
     """Leases environment instances and exposes request, observe, reset, step, evaluate and release."""
 
-    def __init__(self, cfg: EnvManagerConfig, tasks: TaskPool | None = None) -> None:
+    def __init__(
+        self,
+        cfg: EnvManagerConfig,
+        tasks: TaskPool | None = None,
+        actor_options: dict[str, dict[str, Any]] | None = None,
+        node_options: dict[str, Any] | None = None,
+    ) -> None:
+        """``actor_options`` (per pool name) and ``node_options`` are the Ray options of the env actors and the
+        node services, built by maigym_ray/runtime/placement.py from the topology; without them every actor
+        reserves its pool's ``num_cpus`` on any node (tests, benchmarks)."""
         validate_manager_config(cfg)
         self.cfg = cfg
+        self._actor_options = actor_options or {}
+        self._node_options = node_options or {"max_concurrency": 1000}
         self.tasks = tasks or TaskPool([])
         self._instances: dict[str, _Instance] = {}
         self._leases: dict[str, str] = {}
@@ -96,7 +112,7 @@ class EnvManager:
         web = [p for p in self.cfg.pools.values() if p.backend in BROWSER_BACKENDS]
         self._node = (
             ray.remote(NodeServices)
-            .options(num_cpus=0, max_concurrency=1000)
+            .options(**self._node_options)
             .remote(
                 self.cfg.app_bind,
                 browser=any(p.web.browser == "shared" for p in web),
@@ -174,7 +190,7 @@ class EnvManager:
         iid = f"{name}-{uuid.uuid4().hex[:8]}"
         handle = (
             ray.remote(EnvActor)
-            .options(num_cpus=pool.num_cpus, max_concurrency=8, runtime_env={"env_vars": dict(pool.env_vars)})
+            .options(**self._actor_options.get(name, _default_actor_options(pool)))
             .remote()
         )
         inst = _Instance(iid, name, handle)

@@ -40,6 +40,8 @@ class EngineConfig:
     cpu_kv_cache_gb: int = 1
     #: GPU memory fraction (GPU only).
     gpu_memory_utilization: float = 0.85
+    #: GPUs one engine shards the model over (the run sets it from topology.engines.tensor_parallel_size).
+    tensor_parallel_size: int = 1
     #: images one prompt may carry (window-wise history keeps one per step of the window).
     max_images: int = 10
     #: longest edge images are downscaled to before they reach the engine.
@@ -112,6 +114,7 @@ class EngineActor:
             seed=self.cfg.seed,
             disable_log_stats=False,
             gpu_memory_utilization=self.cfg.gpu_memory_utilization,
+            tensor_parallel_size=self.cfg.tensor_parallel_size,
             dtype=self.cfg.dtype or ("float32" if self.cfg.model.startswith("tiny-") else "auto"),
             limit_mm_per_prompt={"image": self.cfg.max_images} if self._is_vl() else None,
             skip_mm_profiling=self._is_vl(),
@@ -181,11 +184,13 @@ class EngineActor:
         self.version = version
         return {"tensors": int(loaded[0]), "version": version}
 
-    async def join_weight_group(self, world_size: int, rank: int, group_name: str, init_method: str) -> None:
-        """Joins the trainer's weight-broadcast group (rl/weight_group.py) as ``rank``."""
-        from maigym_ray.rl import weight_group
+    async def join_weight_group(
+        self, world_size: int, rank: int, group_name: str, backend: str = "gloo"
+    ) -> dict[str, Any]:
+        """Joins the trainer's weight-broadcast group (maigym_ray/weights/group.py) as ``rank``."""
+        from maigym_ray.weights import group as weight_group
 
-        await asyncio.to_thread(weight_group.join, world_size, rank, group_name, init_method)
+        return await asyncio.to_thread(weight_group.join, world_size, rank, group_name, backend)
 
     async def receive_weights(
         self, buckets: list[dict[str, Any]], version: int, group_name: str
@@ -194,12 +199,14 @@ class EngineActor:
         worker in place, drops the prefix cache and advances the version. vLLM's CPU workers cannot be Ray
         actors, so the bytes reach the worker through ``collective_rpc`` (docs/platform-notes.md)."""
         from maigym_ray.policy.weight_receiver import encode_bucket
-        from maigym_ray.rl import weight_group
+        from maigym_ray.weights import group as weight_group
 
         if [(b["numel"], b["dtype"]) for b in buckets] != [
             (t.numel(), str(t.dtype)[6:]) for t in self._buffers
         ]:
-            self._buffers = weight_group.receive_buffers(buckets)  # kept: every later sync reuses them
+            self._buffers = weight_group.receive_buffers(
+                buckets, weight_group.device_of(group_name)
+            )  # kept: every later sync reuses them
         t0 = time.perf_counter()
         received = await asyncio.to_thread(weight_group.receive, buckets, group_name, self._buffers)
         t1 = time.perf_counter()

@@ -13,14 +13,14 @@ from typing import Any
 
 import torch
 
-from maigym_ray.rl.weight_sync import unflatten
+from maigym_ray.weights.buckets import unflatten
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def encode_bucket(names: list[str], tensors: list[torch.Tensor]) -> dict[str, Any]:
     """One bucket as plain data: flat bytes, dtype name, names and shapes (same dtype for all tensors)."""
-    from maigym_ray.rl.weight_sync import flatten
+    from maigym_ray.weights.buckets import flatten
 
     flat = flatten([t.detach().cpu().contiguous() for t in tensors])
     dtype = str(flat.dtype).removeprefix("torch.")

@@ -6,8 +6,9 @@ drop zero-variance groups → pack windows → update the policy → broadcast t
 checkpoint. Infra-failed episodes are retried by the rollout runner and, if they still fail, kept out of the
 gradient (they are stored, flagged), never scored 0.
 
-Create it with ``ray.remote(Driver).options(num_cpus=0).remote(...)`` (cli/train.py); it creates the env
-manager and the engine actors itself and owns the trainer (rank 0 of the weight group).
+Create it with the options of ``runtime/placement.py`` (cli/train.py); the session (runtime/session.py) brings
+up the env manager, the engine actors and the trainer group and hands them to the driver. The driver holds no
+model: trainer rank 0 is rank 0 of the weight group and broadcasts straight to the engines.
 """
 
 from __future__ import annotations
@@ -15,10 +16,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import random
 import shutil
-import tempfile
 import time
 import uuid
 from dataclasses import asdict, dataclass, field, replace
@@ -32,15 +31,14 @@ from maigym_ray.config import EnvManagerConfig, PolicyConfig
 from maigym_ray.durable import atomic_write_text, check_sealed, seal
 from maigym_ray.harness.trajectory_store import write_all
 from maigym_ray.rates import fmt_rate, rate
-from maigym_ray.rl import weight_group
 from maigym_ray.rl.advantages import group_advantages, zero_variance_groups
 from maigym_ray.rl.packing import PackedSequence, pack
 from maigym_ray.rl.report import write_report
 from maigym_ray.rl.sampler import AdaptiveSampler, SamplerConfig
 from maigym_ray.rl.schedule import SCHEDULES, lr_factor
-from maigym_ray.rl.trainer import TorchTrainer, TrainerConfig
-from maigym_ray.rl.trainer_group import DeepSpeedGroup
-from maigym_ray.rollout import Finished, run_rollouts, start_engines
+from maigym_ray.rl.trainer import TrainerConfig
+from maigym_ray.rl.trainer_group import TrainerGroup
+from maigym_ray.rollout import Finished, run_rollouts
 from maigym_ray.types import TaskSpec, Trajectory
 
 
@@ -99,8 +97,6 @@ class DriverConfig:
     sft: SFTConfig = field(default_factory=SFTConfig)
     grpo: GRPOConfig = field(default_factory=GRPOConfig)
     heldout: HeldoutConfig = field(default_factory=HeldoutConfig)
-    #: weight-broadcast bucket size, MB.
-    bucket_mb: int = 8
     #: episodes run at once (one leased env each).
     concurrency: int = 4
     #: retries of an episode that hit an infrastructure failure.
@@ -111,8 +107,6 @@ class DriverConfig:
     keep_checkpoints: int = 2
     #: seed of the sampler, the SFT batches and torch.
     seed: int = 0
-    #: torch threads of the trainer in the driver (0 = every core: rollouts pause while it trains).
-    torch_threads: int = 0
 
 
 @dataclass
@@ -161,7 +155,10 @@ class Driver:
         run_dir: str,
         wandb_mode: str = "offline",
         wandb_project: str = "maigym_ray",
+        roles: dict[str, Any] | None = None,
     ) -> None:
+        """``roles`` (from runtime/session.py): ``manager``, ``engines``, ``trainer`` (a TrainerGroup), the
+        rollout task's ``task_options``, and the weight sync's ``sync_backend`` and ``bucket_mb``."""
         overlap = {t.id for t in train_tasks} & {t.id for t in test_tasks}
         if overlap:
             raise ValueError(f"held-out tasks must never enter training: {sorted(overlap)[:5]}")
@@ -173,9 +170,13 @@ class Driver:
         self.sampler = AdaptiveSampler([t.id for t in train_tasks], sampler, seed=cfg.seed)
         self.wandb_mode, self.wandb_project = wandb_mode, wandb_project
         self.state = RunState()
-        self.manager: Any = None
-        self.engines: list[Any] = []
-        self.trainer: TorchTrainer | DeepSpeedGroup | None = None
+        roles = roles or {}
+        self.manager: Any = roles.get("manager")
+        self.engines: list[Any] = list(roles.get("engines", []))
+        self.trainer: TrainerGroup | None = roles.get("trainer")
+        self.task_options: dict[str, Any] | None = roles.get("task_options")
+        self.sync_backend: str = roles.get("sync_backend", "gloo")
+        self.bucket_mb: int = roles.get("bucket_mb", 8)
         self.layout: list[dict[str, Any]] = []
         self.group = f"weights-{uuid.uuid4().hex[:8]}"
         self._wandb: Any = None
@@ -356,6 +357,7 @@ class Driver:
             self.cfg.infra_retries,
             self.env_cfg.step_timeout_s,
             on_finished=lambda f: bar.update(1),
+            task_options=self.task_options,
         )
         bar.close()
         return done
@@ -370,10 +372,9 @@ class Driver:
         """Sends the trainer's weights to every engine over the weight group; returns seconds."""
         assert self.trainer is not None
         self.state.version += 1
-        named = await asyncio.to_thread(self.trainer.weights)
         t0 = time.perf_counter()
         refs = [e.receive_weights.remote(self.layout, self.state.version, self.group) for e in self.engines]
-        await asyncio.to_thread(weight_group.send, named, self.layout, self.group)
+        await self.trainer.send_weights(self.layout, self.group)
         await asyncio.gather(*refs)
         return time.perf_counter() - t0
 
@@ -384,69 +385,25 @@ class Driver:
 
     # -- lifecycle, checkpoints, logging ----------------------------------------------------------------
     async def _start(self) -> None:
-        import ray
-
-        from maigym_ray.envs.manager import EnvManager
-        from maigym_ray.policy.engine import resolve_model
-
+        if self.manager is None or self.trainer is None:
+            raise ValueError("the driver needs its roles: manager, engines and trainer (runtime/session.py)")
         torch.manual_seed(self.cfg.seed)
-        # Ray starts workers with one OpenMP thread; the trainer runs while rollouts pause, so it takes them all.
-        torch.set_num_threads(self.cfg.torch_threads or os.cpu_count() or 1)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        all_tasks = list(self.tasks.values())
-        self.manager = (
-            ray.remote(EnvManager).options(num_cpus=0, max_concurrency=1000).remote(self.env_cfg, all_tasks)
-        )
-        started = self.manager.start.remote(wait=True)
-        self.engines = await asyncio.to_thread(start_engines, self.policy)
-        await started
-        model_dir = resolve_model(self.policy.engine.model)
-        if self.trainer_cfg.strategy == "deepspeed":  # ranks in their own processes (trainer_group.py)
-            self.trainer = await asyncio.to_thread(
-                DeepSpeedGroup,
-                model_dir,
-                self.trainer_cfg,
-                self.trainer_cfg.num_workers,
-                self.trainer_cfg.zero_stage,
-                f"file://{self._rendezvous('ds')}",
-            )
-        else:
-            from transformers import AutoModelForCausalLM
-
-            model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-            self.trainer = TorchTrainer(model, self.trainer_cfg)
-        self.layout = weight_group.layout(self.trainer.weights(), self.cfg.bucket_mb << 20)
-        init = f"file://{self._rendezvous('weights')}"
+        self.layout = await asyncio.to_thread(self.trainer.layout, self.bucket_mb << 20)
         world = len(self.engines) + 1
         joins = [
-            e.join_weight_group.remote(world, i + 1, self.group, init) for i, e in enumerate(self.engines)
+            e.join_weight_group.remote(world, i + 1, self.group, self.sync_backend)
+            for i, e in enumerate(self.engines)
         ]
-        await asyncio.to_thread(weight_group.join, world, 0, self.group, init)
-        await asyncio.gather(*joins)
-        if self.cfg.resume and self._load_checkpoint():
+        await asyncio.gather(self.trainer.join_weight_group(world, self.group, self.sync_backend), *joins)
+        if self.cfg.resume and await asyncio.to_thread(self._load_checkpoint):
             await self._broadcast()  # the engines start from the base model: give them the checkpoint's
         self._init_wandb()
 
-    def _rendezvous(self, name: str) -> Path:
-        """A fresh file for a ``file://`` rendezvous (it must not exist yet; removed again in ``_stop``)."""
-        return Path(tempfile.gettempdir()) / f"maigym-{name}-{self.group}"
-
     async def _stop(self) -> None:
-        import ray
-
+        # The session that brought the roles up tears them down (runtime/session.py).
         if self._wandb is not None:
             self._wandb.finish()
-        for e in self.engines:
-            await e.shutdown.remote()
-            ray.kill(e)
-        if self.manager is not None:
-            await self.manager.shutdown.remote()
-            ray.kill(self.manager)
-        weight_group.leave(self.group)
-        if isinstance(self.trainer, DeepSpeedGroup):
-            self.trainer.shutdown()
-        for name in ("weights", "ds"):
-            self._rendezvous(name).unlink(missing_ok=True)
 
     def _checkpoint(self) -> None:
         """Writes ``checkpoints/ckpt-NNNNN`` (weights, optimizer, reference, state), seals it (every file

@@ -42,18 +42,8 @@ class TrainerConfig:
     #: "sampled" (the engine's logprobs) or "recompute" (a no-grad forward of the current weights first).
     old_logprobs: str = "sampled"
 
-    #: "torch" (plain torch in the driver's process: CPU, one GPU) or "deepspeed" (ZeRO data parallel over
-    #: ``num_workers`` trainer actors, rl/trainer_group.py).
-    strategy: str = "torch"
-    #: DeepSpeed ranks (one GPU each on GPUs).
-    num_workers: int = 1
-    #: the ZeRO stage of the DeepSpeed strategy (1 or 2: the driver reads full weights from rank 0).
-    zero_stage: int = 2
-
     def check(self) -> None:
         """Raises ValueError on a setting the trainers cannot run."""
-        if self.strategy not in ("torch", "deepspeed"):
-            raise ValueError(f"strategy {self.strategy!r}: choose torch or deepspeed")
         if self.aggregation not in ("token_mean", "seq_mean_token_mean"):
             raise ValueError(f"aggregation {self.aggregation!r}: choose token_mean or seq_mean_token_mean")
 

@@ -1,52 +1,105 @@
-"""The DeepSpeed strategy as Ray actors: ``num_workers`` data-parallel ranks, each a DeepSpeedTrainer.
+"""The trainer as its own actor group: one Ray actor per rank, placed by the topology (runtime/placement.py).
 
-The driver owns the plain-torch trainer in its own process; with ``trainer.strategy=deepspeed`` it owns a
-:class:`DeepSpeedGroup` instead, which has the same surface (update, set_lr, weights, reference, save, load).
-Each worker joins its own torch process group (the ranks' ZeRO collectives), which is why the workers are
-separate processes: the driver's default process group is the weight-broadcast group. After an update, rank 0
-hands the full weights to the driver, which broadcasts them to the engines. ZeRO-1/2 keep the full model on
-every rank, so that hand-off needs no gather; ZeRO-3 is refused here for that reason.
+The driver orchestrates and holds no model: it holds a :class:`TrainerGroup`, which has the trainer's surface
+(update, set_lr, weights, freeze_reference, save, load) and forwards every call to the rank actors.
 
-On CPU (``DS_ACCELERATOR=cpu``) the ranks talk over gloo; on GPUs each worker holds one GPU and uses NCCL.
+- strategy "torch": one rank, a plain-torch :class:`TorchTrainer`;
+- strategy "deepspeed": ``ranks`` data-parallel ranks of a :class:`DeepSpeedTrainer` (ZeRO-1/2), which meet
+  at rank 0's node IP (weights/rendezvous.py) and talk over NCCL on GPUs, gloo on CPU.
+
+Each rank trains on the GPU Ray assigned it (Ray sets ``CUDA_VISIBLE_DEVICES``, so it is ``cuda:0`` inside the
+rank) and falls back to the CPU when CUDA is absent, saying so in its log: a node that advertises GPUs it does
+not have (this machine's test cluster) still exercises the placement. Rank 0 is also rank 0 of the weight
+group (weights/group.py) and broadcasts straight to the engines; the weights never pass through the driver.
+ZeRO-1/2 keep the full model on every rank, so that hand-off needs no gather (ZeRO-3 is refused for that).
 """
 
 from __future__ import annotations
 
 import copy
+import logging
 import os
+import uuid
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from maigym_ray.rl.packing import PackedSequence
-from maigym_ray.rl.trainer import TrainerConfig
+from maigym_ray.rl.trainer import TorchTrainer, TrainerConfig
+
+log = logging.getLogger(__name__)
 
 
-class TrainerWorker:
-    """One DeepSpeed rank (a Ray actor)."""
+def pick_device() -> tuple[torch.device, str]:
+    """The device a rank trains on and why: its Ray-assigned GPU when CUDA is there, else the CPU."""
+    import ray
+
+    gpu_ids = ray.get_runtime_context().get_accelerator_ids().get("GPU", [])
+    if torch.cuda.is_available():
+        return torch.device("cuda:0"), f"cuda:0 (Ray GPU ids {gpu_ids})"
+    if gpu_ids:
+        why = f"cpu: Ray assigned GPU ids {gpu_ids} but CUDA is not available in this process"
+        log.warning("trainer rank falls back to the CPU: %s", why)
+        return torch.device("cpu"), why
+    return torch.device("cpu"), "cpu (no GPU assigned)"
+
+
+class TrainerRank:
+    """One trainer rank (a Ray actor)."""
 
     def __init__(
         self,
         model_dir: str,
         cfg: TrainerConfig,
+        strategy: str,
         rank: int,
         world_size: int,
-        init_method: str,
         zero_stage: int,
+        rendezvous: str,
+        seed: int = 0,
+        torch_threads: int = 0,
     ) -> None:
         from transformers import AutoModelForCausalLM
 
-        from maigym_ray.rl.deepspeed_trainer import DeepSpeedTrainer
-
-        cuda = torch.cuda.is_available()
-        # DeepSpeed reads the rank layout from the environment; each worker sees one device, so LOCAL_RANK 0.
-        os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": "0"})
-        torch.distributed.init_process_group(
-            "nccl" if cuda else "gloo", init_method=init_method, rank=rank, world_size=world_size
-        )
-        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-        self.trainer = DeepSpeedTrainer(model, cfg, zero_stage=zero_stage, bf16=cuda)
+        torch.manual_seed(seed)
+        # Ray starts workers with one OpenMP thread; a rank trains while rollouts pause, so it takes them all.
+        torch.set_num_threads(torch_threads or os.cpu_count() or 1)
         self.rank = rank
+        self.device, self.device_reason = pick_device()
+        print(f"trainer rank {rank}/{world_size} ({strategy}) trains on {self.device_reason}", flush=True)
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+        self.trainer: Any
+        if strategy == "deepspeed":
+            from maigym_ray.rl.deepspeed_trainer import DeepSpeedTrainer
+            from maigym_ray.weights import rendezvous as meet
+
+            cuda = self.device.type == "cuda"
+            # DeepSpeed reads the rank layout from the environment; each rank sees one device, so LOCAL_RANK 0.
+            os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": "0"})
+            store, _ = meet.store_for(rendezvous, rank, world_size)
+            self._store = store  # rank 0 hosts it: it must live as long as the group
+            torch.distributed.init_process_group(
+                "nccl" if cuda else "gloo", store=store, rank=rank, world_size=world_size
+            )
+            self.trainer = DeepSpeedTrainer(model, cfg, zero_stage=zero_stage, bf16=cuda)
+        else:
+            self.trainer = TorchTrainer(model.to(self.device), cfg)
+
+    def info(self) -> dict[str, Any]:
+        """Where this rank runs: node, IP, device and Ray's GPU ids."""
+        import ray
+
+        ctx = ray.get_runtime_context()
+        return {
+            "rank": self.rank,
+            "node_id": ctx.get_node_id(),
+            "node_ip": ray.util.get_node_ip_address(),
+            "device": str(self.device),
+            "device_reason": self.device_reason,
+            "gpu_ids": ctx.get_accelerator_ids().get("GPU", []),
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        }
 
     def update(self, seqs: list[PackedSequence], objective: str) -> dict[str, float]:
         """This rank's share of one optimizer step (every rank must call it)."""
@@ -58,63 +111,110 @@ class TrainerWorker:
 
     def weights(self) -> list[tuple[str, torch.Tensor]]:
         """The full state dict (ZeRO-1/2 keep it on every rank), on the CPU."""
-        return [(n, t.detach().float().cpu()) for n, t in self.trainer.model.state_dict().items()]
+        return [(n, t.detach().float().cpu()) for n, t in self._model().state_dict().items()]
+
+    def _model(self) -> Any:
+        return self.trainer.model
 
     def freeze_reference(self) -> None:
         """Keeps a frozen copy of the current weights as the KL reference."""
+        if isinstance(self.trainer, TorchTrainer):
+            self.trainer.freeze_reference()
+            return
         ref = copy.deepcopy(self.trainer.model).eval()
         for p in ref.parameters():
             p.requires_grad_(False)
         self.trainer.ref_model = ref
 
     def save(self, path: str) -> None:
-        """Writes this rank's part of a DeepSpeed checkpoint (and rank 0 the reference) to ``path``."""
+        """Writes this rank's part of a checkpoint (DeepSpeed: and rank 0 the reference) to ``path``."""
         self.trainer.save(path)
-        if self.rank == 0 and self.trainer.ref_model is not None:
+        if (
+            not isinstance(self.trainer, TorchTrainer)
+            and self.rank == 0
+            and self.trainer.ref_model is not None
+        ):
             torch.save(self.trainer.ref_model.state_dict(), Path(path) / "reference.pt")
 
     def load(self, path: str) -> None:
         """Restores ``save``."""
         self.trainer.load(path)
         ref = Path(path) / "reference.pt"
-        if ref.exists():
+        if not isinstance(self.trainer, TorchTrainer) and ref.exists():
             self.freeze_reference()
             self.trainer.ref_model.load_state_dict(torch.load(ref, weights_only=True))
 
+    # -- weight broadcast (rank 0) -------------------------------------------------------------------------
+    def weight_layout(self, bucket_bytes: int) -> list[dict[str, Any]]:
+        """The bucket layout of this rank's weights (what every receiver allocates)."""
+        from maigym_ray.weights import group
 
-class DeepSpeedGroup:
-    """The driver's handle on the DeepSpeed ranks; splits every batch over them by episode."""
+        return group.layout(self._named(), bucket_bytes)
+
+    def join_weight_group(self, world_size: int, group_name: str, backend: str) -> dict[str, Any]:
+        """Joins the weight group as its rank 0."""
+        from maigym_ray.weights import group
+
+        return group.join(world_size, 0, group_name, backend)
+
+    def send_weights(self, layout: list[dict[str, Any]], group_name: str) -> float:
+        """Broadcasts the current weights to the group; returns seconds."""
+        from maigym_ray.weights import group
+
+        return group.send(self._named(), layout, group_name)
+
+    def leave_weight_group(self, group_name: str) -> None:
+        """Leaves the weight group."""
+        from maigym_ray.weights import group
+
+        group.leave(group_name)
+
+    def _named(self) -> list[tuple[str, torch.Tensor]]:
+        return [(n, t.detach()) for n, t in self._model().state_dict().items()]
+
+
+class TrainerGroup:
+    """The driver's handle on the trainer ranks; splits every batch over them by episode."""
 
     def __init__(
-        self, model_dir: str, cfg: TrainerConfig, num_workers: int, zero_stage: int, init_method: str
+        self,
+        model_dir: str,
+        cfg: TrainerConfig,
+        strategy: str,
+        zero_stage: int,
+        options: list[dict[str, Any]],
+        seed: int = 0,
+        torch_threads: int = 0,
     ) -> None:
+        """``options``: one Ray options dict per rank (runtime/placement.py)."""
         import ray
 
-        if zero_stage not in (1, 2):
-            raise ValueError(
-                f"trainer.zero_stage={zero_stage}: the driver's DeepSpeed strategy supports 1 or 2"
-            )
-        cuda = torch.cuda.is_available()
-        env = {"env_vars": {"DS_ACCELERATOR": "cuda" if cuda else "cpu"}}
-        self.workers = [
-            ray.remote(TrainerWorker)
-            .options(num_cpus=0, num_gpus=1 if cuda else 0, runtime_env=env)
-            .remote(model_dir, cfg, rank, num_workers, init_method, zero_stage)
-            for rank in range(num_workers)
+        if strategy == "deepspeed" and zero_stage not in (1, 2):
+            raise ValueError(f"zero_stage={zero_stage}: the DeepSpeed strategy supports 1 or 2")
+        if strategy == "torch" and len(options) != 1:
+            raise ValueError(f"strategy torch runs one rank, not {len(options)}")
+        rendezvous = f"ds-{uuid.uuid4().hex[:8]}"
+        world = len(options)
+        self.ranks = [
+            ray.remote(TrainerRank)
+            .options(**opts)
+            .remote(model_dir, cfg, strategy, r, world, zero_stage, rendezvous, seed, torch_threads)
+            for r, opts in enumerate(options)
         ]
-        ray.get([w.set_lr.remote(cfg.lr) for w in self.workers])  # waits until every rank is up
+        self.info = ray.get([w.info.remote() for w in self.ranks])  # waits until every rank is up
+        ray.get([w.set_lr.remote(cfg.lr) for w in self.ranks])
 
     def update(self, seqs: list[PackedSequence], objective: str = "grpo") -> dict[str, float]:
         """One optimizer step over ``seqs``, the episodes dealt round-robin to the ranks."""
         import ray
 
         episodes = sorted({s.episode_id for s in seqs})
-        n = len(self.workers)
+        n = len(self.ranks)
         parts = [{e for i, e in enumerate(episodes) if i % n == r} for r in range(n)]
         stats = ray.get(
             [
                 w.update.remote([s for s in seqs if s.episode_id in part], objective)
-                for w, part in zip(self.workers, parts, strict=True)
+                for w, part in zip(self.ranks, parts, strict=True)
             ]
         )
         return stats[0]  # the ranks report the stats of the whole batch
@@ -123,35 +223,50 @@ class DeepSpeedGroup:
         """Sets every rank's learning rate."""
         import ray
 
-        ray.get([w.set_lr.remote(lr) for w in self.workers])
+        ray.get([w.set_lr.remote(lr) for w in self.ranks])
 
     def weights(self) -> list[tuple[str, torch.Tensor]]:
-        """Rank 0's full weights."""
+        """Rank 0's full weights (on the CPU)."""
         import ray
 
-        return ray.get(self.workers[0].weights.remote())
+        return ray.get(self.ranks[0].weights.remote())
 
     def freeze_reference(self) -> None:
         """Every rank keeps a frozen copy of its current weights as the KL reference."""
         import ray
 
-        ray.get([w.freeze_reference.remote() for w in self.workers])
+        ray.get([w.freeze_reference.remote() for w in self.ranks])
 
     def save(self, path: Path) -> None:
-        """A DeepSpeed checkpoint in the directory ``path``."""
+        """A checkpoint in the directory ``path`` (each rank writes its part; a shared filesystem on a cluster)."""
         import ray
 
-        ray.get([w.save.remote(str(path)) for w in self.workers])
+        Path(path).mkdir(parents=True, exist_ok=True)
+        ray.get([w.save.remote(str(path)) for w in self.ranks])
 
     def load(self, path: Path) -> None:
         """Restores ``save``."""
         import ray
 
-        ray.get([w.load.remote(str(path)) for w in self.workers])
+        ray.get([w.load.remote(str(path)) for w in self.ranks])
 
-    def shutdown(self) -> None:
-        """Stops the rank actors (they hold the ranks' process group and its rendezvous file)."""
+    def layout(self, bucket_bytes: int) -> list[dict[str, Any]]:
+        """Rank 0's weight bucket layout."""
         import ray
 
-        for w in self.workers:
+        return ray.get(self.ranks[0].weight_layout.remote(bucket_bytes))
+
+    def join_weight_group(self, world_size: int, group_name: str, backend: str) -> Any:
+        """Rank 0 joins the weight group as its rank 0; returns the call's ObjectRef (awaitable)."""
+        return self.ranks[0].join_weight_group.remote(world_size, group_name, backend)
+
+    def send_weights(self, layout: list[dict[str, Any]], group_name: str) -> Any:
+        """Rank 0 broadcasts its weights; returns the call's ObjectRef (seconds)."""
+        return self.ranks[0].send_weights.remote(layout, group_name)
+
+    def shutdown(self) -> None:
+        """Stops the rank actors."""
+        import ray
+
+        for w in self.ranks:
             ray.kill(w)

@@ -123,9 +123,9 @@ def _default_manager() -> Any:
     if _MANAGER is None:
         import ray
 
-        from maigym_ray.cluster import init_ray
         from maigym_ray.config import EnvManagerConfig, PoolConfig, RayConfig, WebBackendConfig
         from maigym_ray.envs.manager import EnvManager
+        from maigym_ray.runtime.ray_init import init_ray
 
         if not ray.is_initialized():
             init_ray(RayConfig())

@@ -8,7 +8,13 @@ from typing import Any
 
 from maigym_ray.config import EnvManagerConfig, FakeBackendConfig, PolicyConfig, PoolConfig
 from maigym_ray.policy.engine import EngineConfig
+from maigym_ray.runtime.placement import Placement
+from maigym_ray.runtime.topology import TopologyConfig
 from maigym_ray.types import TaskSpec
+
+#: The rollout task's Ray options under the default (local) topology, for drills that call run_rollouts
+#: directly rather than through a session.
+ROLLOUT_TASK = Placement(TopologyConfig()).rollout_task()
 
 
 def fake_manager_config(

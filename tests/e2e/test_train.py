@@ -127,13 +127,17 @@ def test_train_is_killed_after_a_round_and_resumes_without_losing_or_repeating_w
 
 
 def test_train_with_the_deepspeed_strategy(tmp_path):
-    """``trainer.strategy=deepspeed``: two ZeRO-2 rank actors (gloo on CPU) train the SFT warm-up and the
+    """``topology.trainer.strategy=deepspeed``: two ZeRO-2 rank actors (gloo on CPU) train the SFT warm-up and the
     rounds, rank 0's weights reach the engine, and the checkpoint is DeepSpeed's own."""
     run = tmp_path / "ds"
     run.mkdir()
     # backends=web_mix as well: the training pool mixes platforms, one platform per GRPO group.
     proc = _train(
-        run, "driver.grpo.rounds=1", "trainer.strategy=deepspeed", "trainer.num_workers=2", "backends=web_mix"
+        run,
+        "driver.grpo.rounds=1",
+        "topology.trainer.strategy=deepspeed",
+        "topology.trainer.ranks=2",
+        "backends=web_mix",
     )
     assert proc.wait(timeout=420) == 0, (run.parent / "ds-4.log").read_text()[-3000:]
     rl = [

@@ -188,14 +188,14 @@ async def test_weight_update_matches_the_trainer_and_advances_the_version(text_e
 
 
 @pytest.mark.numeric
-async def test_broadcast_over_the_weight_group_matches_the_trainer(text_engine, ray_local, tmp_path):
-    """The trainer (rank 0) broadcasts flat buckets over a ray.util.collective gloo group; the engine actor
+async def test_broadcast_over_the_weight_group_matches_the_trainer(text_engine, ray_local):
+    """The trainer (rank 0) broadcasts flat buckets over the weight group (gloo); the engine actor
     (rank 1) receives them and loads them into its vLLM worker. Afterwards the engine's greedy output and
     logprobs are the trainer's own, the version advanced and no stale prefix was served."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    from maigym_ray.rl import weight_group
+    from maigym_ray.weights import group as weight_group
 
     engine, _ = text_engine
     ids = prompt(96)
@@ -209,10 +209,8 @@ async def test_broadcast_over_the_weight_group_matches_the_trainer(text_engine, 
     layout = weight_group.layout(named, bucket_bytes=256 << 10)  # several buckets
     assert len(layout) > 1
     trainer = ray_local.remote(weight_group.WeightSender).options(num_cpus=0).remote(named)
-    group, init = "test-weights", f"file://{tmp_path / 'rendezvous'}"
-    await asyncio.gather(
-        engine.join_weight_group.remote(2, 1, group, init), trainer.join.remote(2, group, init)
-    )
+    group = "test-weights"
+    await asyncio.gather(engine.join_weight_group.remote(2, 1, group), trainer.join.remote(2, group))
     version = before.policy_version + 1
     out, _ = await asyncio.gather(
         engine.receive_weights.remote(layout, version, group), trainer.send.remote(layout, group)

@@ -12,7 +12,7 @@ import pytest
 from maigym_ray.config import PolicyConfig
 from maigym_ray.rollout import outcome_counts, run_rollouts
 from maigym_ray.testing import ScriptedEngine, fake_task, plant_fault
-from maigym_ray.testing.drills import lost, scripted_policy, scripted_replies
+from maigym_ray.testing.drills import ROLLOUT_TASK, lost, scripted_policy, scripted_replies
 
 pytestmark = pytest.mark.faults
 
@@ -39,7 +39,9 @@ async def test_env_actor_killed_mid_step(fake_env):
             await asyncio.sleep(0.05)
 
     killer = asyncio.ensure_future(kill_a_busy_actor())
-    done = await run_rollouts(m, work, GOLDEN, None, concurrency=3, infra_retries=2)
+    done = await run_rollouts(
+        m, work, GOLDEN, None, concurrency=3, infra_retries=2, task_options=ROLLOUT_TASK
+    )
     await killer
     assert killed and lost(work, done) == 0
     assert outcome_counts(done)["success"] == 6  # the killed episode was retried on a fresh instance
@@ -52,7 +54,9 @@ async def test_a_reset_that_hangs(fake_env):
     m = make()
     plant_fault(faults, "reset", "hang")
     work = batch(4)
-    done = await run_rollouts(m, work, GOLDEN, None, concurrency=2, infra_retries=1)
+    done = await run_rollouts(
+        m, work, GOLDEN, None, concurrency=2, infra_retries=1, task_options=ROLLOUT_TASK
+    )
     assert lost(work, done) == 0 and outcome_counts(done)["success"] == 4
     assert (await m.metrics.remote())["counters"].get("timeouts:reset") == 1
 
@@ -71,7 +75,9 @@ async def test_an_engine_that_dies_or_hangs_mid_rollout(fake_env, ray_local, fau
     m = make()
     engines = _engines(ray_local, 2, **{fault: 3})  # engine 0's 4th generate: mid-episode (2 per episode)
     work = batch(6)
-    done = await run_rollouts(m, work, scripted_policy(generate_timeout_s=1.0), engines, concurrency=3)
+    done = await run_rollouts(
+        m, work, scripted_policy(generate_timeout_s=1.0), engines, concurrency=3, task_options=ROLLOUT_TASK
+    )
     assert lost(work, done) == 0
     assert outcome_counts(done)["success"] == 6
     assert all(f.attempt == 0 for f in done)  # no retry: the router moved the episode to the live engine
@@ -87,7 +93,9 @@ async def test_every_engine_dead_marks_episodes_infra_failed_not_zero(fake_env, 
     m = make()
     engines = [ray_local.remote(ScriptedEngine).options(num_cpus=0).remote(scripted_replies(), die_after=0)]
     work = batch(3)
-    done = await run_rollouts(m, work, scripted_policy(), engines, concurrency=3, infra_retries=1)
+    done = await run_rollouts(
+        m, work, scripted_policy(), engines, concurrency=3, infra_retries=1, task_options=ROLLOUT_TASK
+    )
     assert lost(work, done) == 0
     assert outcome_counts(done) == {"success": 0, "failure": 0, "task_error": 0, "infra_failed": 3}
     assert all("no live engine" in f.trajectory.error for f in done)
@@ -106,6 +114,6 @@ async def test_a_code_verifier_that_raises_or_hangs(fake_env, body):
     m = make()
     code = {"name": "code", "params": {"code": body, "timeout_s": 1.0}}
     work = [(i, fake_task(f"t{i}", verifier=code if i == 0 else None), "web") for i in range(4)]
-    done = await run_rollouts(m, work, GOLDEN, None, concurrency=2)
+    done = await run_rollouts(m, work, GOLDEN, None, concurrency=2, task_options=ROLLOUT_TASK)
     assert lost(work, done) == 0
     assert outcome_counts(done) == {"success": 3, "failure": 0, "task_error": 1, "infra_failed": 0}

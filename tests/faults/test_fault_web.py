@@ -17,7 +17,7 @@ from maigym_ray.errors import BackendError
 from maigym_ray.rollout import outcome_counts, run_rollouts
 from maigym_ray.tasks.pool import TaskPool
 from maigym_ray.testing import fake_task, plant_fault
-from maigym_ray.testing.drills import lost
+from maigym_ray.testing.drills import ROLLOUT_TASK, lost
 
 pytestmark = pytest.mark.faults
 
@@ -51,7 +51,15 @@ async def test_chromium_killed_under_a_batch(ray_local):
                 await asyncio.sleep(0.05)
 
         killer = asyncio.ensure_future(kill_chromium())
-        done = await run_rollouts(m, work, PolicyConfig(kind="golden"), None, concurrency=2, infra_retries=3)
+        done = await run_rollouts(
+            m,
+            work,
+            PolicyConfig(kind="golden"),
+            None,
+            concurrency=2,
+            infra_retries=3,
+            task_options=ROLLOUT_TASK,
+        )
         await killer
         assert killed and lost(work, done) == 0
         assert outcome_counts(done)["success"] == 6  # episodes under the dead browser were retried
@@ -83,7 +91,9 @@ async def test_instance_starts_that_fail_are_replaced_and_the_batch_goes_on(fake
     m = make()  # the warm-up retries the failed start with a fresh actor
     plant_fault(faults, "health", "error")  # then an idle instance whose apps stop answering
     work = [(i, fake_task(f"t{i}"), "web") for i in range(6)]
-    done = await run_rollouts(m, work, PolicyConfig(kind="golden"), None, concurrency=3)
+    done = await run_rollouts(
+        m, work, PolicyConfig(kind="golden"), None, concurrency=3, task_options=ROLLOUT_TASK
+    )
     assert lost(work, done) == 0 and outcome_counts(done)["success"] == 6
     counters = (await m.metrics.remote())["counters"]
     assert counters["start_failures"] == 1 and not (faults / "start.error").exists()

@@ -337,15 +337,19 @@ def test_torch_trainer_save_and_load_restore_model_and_optimizer(tmp_path):
 
 
 def test_the_drivers_deepspeed_strategy_matches_torch(ray_local, tmp_path):
-    """``trainer.strategy=deepspeed`` as the driver runs it: two DeepSpeedGroup rank actors (ZeRO-2, gloo on
-    loopback) train the batch dealt over them by episode and give TorchTrainer's loss and weights; rank 0's
+    """``topology.trainer.strategy=deepspeed`` as the driver runs it: two TrainerGroup rank actors (ZeRO-2,
+    gloo on loopback, met through Ray's GCS) train the batch dealt over them by episode and give TorchTrainer's loss and weights; rank 0's
     weights are the full state dict the engines get; save/load round-trips through a DeepSpeed checkpoint."""
-    from maigym_ray.rl.trainer_group import DeepSpeedGroup
+    from maigym_ray.rl.trainer_group import TrainerGroup
+    from maigym_ray.runtime.placement import Placement
+    from maigym_ray.runtime.topology import TopologyConfig, TrainerPlacementConfig
 
     model = tiny_model()
     model.save_pretrained(tmp_path / "model")
     seqs = [dataclasses.replace(s, episode_id=f"ep{i}") for i, s in enumerate(fixed_batch(model))]
-    group = DeepSpeedGroup(str(tmp_path / "model"), CFG, 2, 2, f"file://{tmp_path / 'rendezvous'}")
+    topo = TopologyConfig(trainer=TrainerPlacementConfig(ranks=2, strategy="deepspeed", zero_stage=2))
+    pl = Placement(topo)
+    group = TrainerGroup(str(tmp_path / "model"), CFG, "deepspeed", 2, [pl.trainer_rank(r) for r in range(2)])
     reference = TorchTrainer(copy.deepcopy(model), CFG)
     want, grads = recorded_update(reference, seqs)
     got = group.update(seqs)

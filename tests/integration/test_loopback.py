@@ -56,3 +56,38 @@ def test_every_listener_is_loopback(ray_local):
     finally:
         ray_local.get(m.shutdown.remote(), timeout=60)
         ray_local.kill(m)
+
+
+def test_weight_group_listens_on_loopback_only(ray_local):
+    """The weight group's rendezvous store (rank 0) and gloo's pairs bind the node IP Ray gives, 127.0.0.1 on
+    a local Ray, not every interface as torch's TCPStore does by itself (DESIGN.md §10)."""
+    import torch
+
+    from maigym_ray.runtime.placement import Placement
+    from maigym_ray.runtime.topology import TopologyConfig
+    from maigym_ray.weights import group as wg
+
+    opts = Placement(TopologyConfig()).trainer_rank(0)
+    named = [("w", torch.arange(1000, dtype=torch.float32))]
+    sender = ray_local.remote(wg.WeightSender).options(**opts).remote(named)
+    receiver = ray_local.remote(wg.WeightReceiverActor).options(**opts).remote()
+    try:
+        joined = ray_local.get(
+            [sender.join.remote(2, "loopback-check"), receiver.join.remote(2, 1, "loopback-check")],
+            timeout=60,
+        )
+        assert all(j["address"] == "127.0.0.1" and j["rendezvous"].startswith("127.0.0.1:") for j in joined)
+        layout = wg.layout(named, 1 << 20)
+        got = receiver.receive.remote(layout, "loopback-check")
+        ray_local.get(sender.send.remote(layout, "loopback-check"), timeout=60)
+        _, tensors = ray_local.get(got, timeout=60)
+        assert torch.equal(tensors["w"], named[0][1])
+        socks = listening_sockets_of_our_tree()
+        port = int(joined[0]["rendezvous"].rsplit(":", 1)[1])
+        assert any(p == port for _, _, p in socks), socks  # the store's listener was found
+        public = [s for s in socks if not is_loopback(s[1])]
+        assert public == [], f"listening beyond loopback: {public}"
+    finally:
+        ray_local.get([sender.leave.remote("loopback-check"), receiver.leave.remote("loopback-check")])
+        ray_local.kill(sender)
+        ray_local.kill(receiver)

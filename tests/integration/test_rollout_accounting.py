@@ -8,7 +8,7 @@ import pytest
 from maigym_ray.config import PolicyConfig
 from maigym_ray.rollout import outcome_counts, run_rollouts
 from maigym_ray.testing import fake_task
-from maigym_ray.testing.drills import lost
+from maigym_ray.testing.drills import ROLLOUT_TASK, lost
 
 pytestmark = pytest.mark.integration
 
@@ -19,7 +19,9 @@ async def test_a_raising_verifier_is_a_task_error_and_the_batch_goes_on(fake_env
     make, _ = fake_env
     m = make()
     work = [(i, fake_task(f"t{i}", verifier=BROKEN if i == 2 else None), "web") for i in range(6)]
-    done = await run_rollouts(m, work, PolicyConfig(kind="golden"), None, concurrency=3)
+    done = await run_rollouts(
+        m, work, PolicyConfig(kind="golden"), None, concurrency=3, task_options=ROLLOUT_TASK
+    )
     assert lost(work, done) == 0
     assert outcome_counts(done) == {"success": 5, "failure": 0, "task_error": 1, "infra_failed": 0}
     bad = next(f for f in done if f.item == 2)
@@ -36,7 +38,15 @@ async def test_an_acquire_timeout_fails_only_its_episodes(fake_env, ray_local):
     try:
         work = [(i, fake_task(f"t{i}", platform="web"), "web") for i in range(4)]
         work += [(i, fake_task(f"t{i}", platform="mobile_web"), "mobile_web") for i in range(4, 6)]
-        done = await run_rollouts(m, work, PolicyConfig(kind="golden"), None, concurrency=3, infra_retries=1)
+        done = await run_rollouts(
+            m,
+            work,
+            PolicyConfig(kind="golden"),
+            None,
+            concurrency=3,
+            infra_retries=1,
+            task_options=ROLLOUT_TASK,
+        )
     finally:
         for lease in held:
             await m.release.remote(lease)
@@ -57,7 +67,14 @@ async def test_an_episode_past_its_deadline_is_infra_failed_and_retried(fake_env
     plant_fault(faults, "reset", "hang")
     work = [(i, fake_task(f"t{i}"), "web") for i in range(4)]
     done = await run_rollouts(
-        m, work, PolicyConfig(kind="golden"), None, concurrency=2, infra_retries=1, episode_timeout_s=3.0
+        m,
+        work,
+        PolicyConfig(kind="golden"),
+        None,
+        concurrency=2,
+        infra_retries=1,
+        episode_timeout_s=3.0,
+        task_options=ROLLOUT_TASK,
     )
     assert lost(work, done) == 0
     assert outcome_counts(done)["success"] == 4

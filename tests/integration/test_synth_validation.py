@@ -10,9 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from maigym_ray.cli.schema import SynthConfig
-from maigym_ray.cli.synth import validate_live
 from maigym_ray.config import RayConfig
+from maigym_ray.runtime.schema import SynthConfig
+from maigym_ray.runtime.synthesis import validate_live
 from maigym_ray.synth.generate import generate
 from maigym_ray.synth.templates import DEFAULT_TEMPLATES
 from maigym_ray.tasks.pool import TaskPool
@@ -93,7 +93,7 @@ def test_llm_made_tasks_enter_the_pool_only_through_live_validation(ray_local, t
 
     from aiohttp import web
 
-    from maigym_ray.cli.synth import synthesize
+    from maigym_ray.runtime.synthesis import synthesize
     from maigym_ray.synth.llm import EXAMPLE_TASK
 
     task = EXAMPLE_TASK

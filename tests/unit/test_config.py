@@ -11,7 +11,9 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
-from maigym_ray.cli.schema import (
+from maigym_ray.config import EnvManagerConfig, PoolConfig, WebBackendConfig, validate_manager_config
+from maigym_ray.errors import ConfigError
+from maigym_ray.runtime.schema import (
     CollectConfig,
     DiagnoseConfig,
     EvalConfig,
@@ -19,8 +21,6 @@ from maigym_ray.cli.schema import (
     TrainConfig,
     register,
 )
-from maigym_ray.config import EnvManagerConfig, PoolConfig, WebBackendConfig, validate_manager_config
-from maigym_ray.errors import ConfigError
 
 pytestmark = pytest.mark.unit
 
@@ -96,3 +96,19 @@ def test_platform_mismatch_and_sizes():
         validate_manager_config(EnvManagerConfig(pools={"w": PoolConfig(target_size=9, max_size=2)}))
     with pytest.raises(ConfigError, match="browser"):
         validate_manager_config(EnvManagerConfig(pools={"w": PoolConfig(web=WebBackendConfig(browser="x"))}))
+
+
+@pytest.mark.parametrize("entry", [*sorted(ENTRY_POINTS), "synth"])
+@pytest.mark.parametrize("topology", sorted(p.stem for p in (CONF / "topology").glob("*.yaml")))
+def test_every_topology_composes_with_every_entry_point(entry, topology):
+    from maigym_ray.runtime.topology import TopologyConfig
+
+    cfg = _compose(f"topology={topology}", name=entry)
+    assert isinstance(cfg.topology, TopologyConfig) and cfg.topology.name == topology
+    with pytest.raises(ConfigCompositionException, match="not_a_field"):
+        _compose(f"topology={topology}", "topology.engines.not_a_field=1", name=entry)
+
+
+def test_default_topology_is_local():
+    for entry in [*ENTRY_POINTS, "synth"]:
+        assert _compose(name=entry).topology.name == "local"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from maigym_ray.rl.weight_sync import flatten, plan_buckets, unflatten
+from maigym_ray.weights.buckets import flatten, plan_buckets, unflatten
 
 pytestmark = [pytest.mark.unit, pytest.mark.numeric]
 

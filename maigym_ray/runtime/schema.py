@@ -14,6 +14,7 @@ from maigym_ray.config import EnvManagerConfig, PolicyConfig, RayConfig
 from maigym_ray.rl.driver import DriverConfig
 from maigym_ray.rl.sampler import SamplerConfig
 from maigym_ray.rl.trainer import TrainerConfig
+from maigym_ray.runtime.topology import TopologyConfig
 
 
 @dataclass
@@ -51,6 +52,8 @@ class EvalConfig:
     """``python -m maigym_ray.cli.eval``: run a task pool through the harness and score it."""
 
     ray: RayConfig = field(default_factory=RayConfig)
+    #: where each role runs and what it takes (conf/topology/; local by default).
+    topology: TopologyConfig = field(default_factory=TopologyConfig)
     env: EnvManagerConfig = field(default_factory=EnvManagerConfig)
     tasks: TasksConfig = field(default_factory=TasksConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
@@ -92,6 +95,8 @@ class TrainConfig:
     """``python -m maigym_ray.cli.train``: held-out eval, SFT warm-up, GRPO rounds, held-out evals, report."""
 
     ray: RayConfig = field(default_factory=RayConfig)
+    #: where each role runs and what it takes (conf/topology/; local by default).
+    topology: TopologyConfig = field(default_factory=TopologyConfig)
     env: EnvManagerConfig = field(default_factory=EnvManagerConfig)
     #: the task pool; its ``split`` must stay "" (train_split and heldout_split pick the two halves).
     tasks: TasksConfig = field(default_factory=_curriculum)
@@ -148,6 +153,8 @@ class SynthConfig:
     """``python -m maigym_ray.cli.synth``: worlds -> templates -> planned goldens -> live validation -> pool."""
 
     ray: RayConfig = field(default_factory=RayConfig)
+    #: where the validation envs run (conf/topology/; local by default).
+    topology: TopologyConfig = field(default_factory=TopologyConfig)
     #: the environments validation runs on (web pool, screenshots off).
     env: EnvManagerConfig = field(default_factory=_validation_env)
     llm: LLMSynthConfig = field(default_factory=LLMSynthConfig)

@@ -1,0 +1,58 @@
+"""Task pools of a run: the explicit synthesis stage, then loading.
+
+A ``tasks.pool`` of "synth:<templates>" names a pool that does not exist yet. :func:`synthesis_stage` makes it
+(synthesised and validated live into ``<run dir>/pool``, reused by a resumed run) and returns the TasksConfig
+that points at the file; :func:`load_tasks` only ever loads, so loading never starts Ray or a browser behind
+the caller's back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from maigym_ray.config import RayConfig
+from maigym_ray.errors import ConfigError
+from maigym_ray.runtime.schema import TasksConfig
+from maigym_ray.runtime.topology import TopologyConfig
+from maigym_ray.tasks.curriculum import curriculum_tasks
+from maigym_ray.tasks.pool import TaskPool
+
+SYNTH_PREFIX = "synth:"
+
+
+def synthesis_stage(
+    cfg: TasksConfig,
+    run_dir: Path | None,
+    ray_cfg: RayConfig | None = None,
+    topology: TopologyConfig | None = None,
+) -> TasksConfig:
+    """Runs synthesis for a "synth:" pool into ``run_dir/pool`` (its validation envs placed by ``topology``)
+    and returns ``cfg`` pointing at the written pool file; any other pool is returned as it is."""
+    if not cfg.pool.startswith(SYNTH_PREFIX):
+        return cfg
+    from maigym_ray.runtime.synthesis import synthesized_pool
+
+    if run_dir is None:
+        raise ConfigError(f"tasks.pool={cfg.pool!r} needs a run directory to write the pool to")
+    names = cfg.pool.split(":", 1)[1]
+    templates = [] if names == "all" else [n for n in names.split(",") if n]
+    synthesized_pool(templates, cfg.synth_worlds, run_dir / "pool", ray_cfg or RayConfig(), topology)
+    return replace(cfg, pool=str(run_dir / "pool" / "pool.parquet"))
+
+
+def load_tasks(cfg: TasksConfig) -> TaskPool:
+    """The task pool a TasksConfig selects (a "synth:" pool must have gone through :func:`synthesis_stage`)."""
+    if cfg.pool.startswith(SYNTH_PREFIX):
+        raise ConfigError(
+            f"tasks.pool={cfg.pool!r} is made by the synthesis stage: run synthesis_stage first"
+        )
+    if cfg.pool == "builtin":
+        pool = TaskPool.builtin()
+    elif cfg.pool == "curriculum":
+        pool = TaskPool(curriculum_tasks())
+    else:
+        pool = TaskPool.load(cfg.pool)
+    pool = pool.filter(split=cfg.split or None, apps=cfg.apps or None)
+    tasks = list(pool)
+    return TaskPool(tasks[: cfg.limit] if cfg.limit else tasks)

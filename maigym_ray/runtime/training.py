@@ -1,0 +1,84 @@
+"""Training as a session: the synthesis stage, the task split, the roles (envs, engines, trainer group) placed by
+the topology, and the driver actor that runs the job over them (rl/driver.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from maigym_ray.config import validate_manager_config
+from maigym_ray.errors import ConfigError
+from maigym_ray.runtime.pools import load_tasks, synthesis_stage
+from maigym_ray.runtime.schema import TrainConfig
+
+
+def train(cfg: TrainConfig, run_dir: Path) -> dict[str, Any]:
+    """Runs the training job of ``cfg`` in ``run_dir``; returns the report."""
+    from maigym_ray.runtime.session import Session
+
+    validate_manager_config(cfg.env)
+    if cfg.policy.kind != "engine":
+        raise ConfigError(f"training needs policy.kind=engine (got {cfg.policy.kind!r})")
+    if cfg.tasks.split:
+        raise ConfigError("tasks.split must be empty for training: set train_split / heldout_split instead")
+    cfg.trainer.check()
+    session = Session(cfg.ray, cfg.env, cfg.policy, cfg.topology, trains=True)  # impossible topology: here
+    session.init_ray()  # before synthesis, which would otherwise start a Ray this session does not own
+    pool = load_tasks(synthesis_stage(cfg.tasks, run_dir, cfg.ray, cfg.topology))
+    # Only tasks that some configured pool can run: a desktop task needs a desktop pool (as in eval).
+    platforms = {p.platform for p in cfg.env.pools.values()}
+    runnable = [t for t in pool if platforms & set(t.platforms)]
+    train_tasks = [t for t in runnable if t.split == cfg.train_split]
+    test_tasks = [t for t in runnable if t.split == cfg.heldout_split]
+    if not train_tasks or not test_tasks:
+        raise ConfigError(
+            f"the pool has {len(train_tasks)} {cfg.train_split!r} and {len(test_tasks)} {cfg.heldout_split!r} "
+            "tasks; training needs both"
+        )
+    try:
+        return asyncio.run(_run(session, cfg, train_tasks, test_tasks, run_dir))
+    finally:
+        session.shutdown_ray()
+
+
+async def _run(session: Any, cfg: TrainConfig, train_tasks: list, test_tasks: list, run_dir: Path) -> Any:
+    import ray
+
+    from maigym_ray.policy.engine import resolve_model
+    from maigym_ray.rl.driver import Driver
+
+    try:
+        manager, engines = await session.start([*train_tasks, *test_tasks])
+        trainer = await asyncio.to_thread(
+            session.start_trainer, resolve_model(cfg.policy.engine.model), cfg.trainer, cfg.driver.seed
+        )
+        sync = cfg.topology.weight_sync
+        roles = {
+            "manager": manager,
+            "engines": engines,
+            "trainer": trainer,
+            "task_options": session.placement.rollout_task(),
+            "sync_backend": sync.backend,
+            "bucket_mb": sync.bucket_mb,
+        }
+        driver = (
+            ray.remote(Driver)
+            .options(**session.driver_options())
+            .remote(
+                cfg.driver,
+                cfg.policy,
+                cfg.trainer,
+                cfg.sampler,
+                cfg.env,
+                train_tasks,
+                test_tasks,
+                str(run_dir),
+                cfg.wandb.mode,
+                cfg.wandb.project,
+                roles,
+            )
+        )
+        return await driver.run.remote()
+    finally:
+        await session.stop()

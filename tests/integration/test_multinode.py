@@ -1,0 +1,257 @@
+"""A real multi-node Ray cluster on this machine: a head and two workers started with ``ray start`` on
+loopback, each with its own ports and custom resources; worker B advertises a GPU it does not have.
+
+One cluster is shared by the module (it takes ~20 s to come up). The tests run in order; the last one kills
+worker A. They check that actors land on the nodes their resources name, that a weight broadcast from the
+trainer (worker B) to an engine's node (worker A) is bit-identical, that ``ray job submit`` runs an eval and
+a short train run to a report, and that killing a node mid-eval loses no episode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from maigym_ray.config import EnvManagerConfig, PolicyConfig, PoolConfig, RayConfig
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+CONF = ROOT / "conf"
+
+
+def _topology():
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from maigym_ray.runtime.schema import register
+
+    register()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="eval", overrides=["topology=loopback_3node"])
+    return OmegaConf.to_object(cfg).topology
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Head (driver_host), worker A (web_host x2, engine_host), worker B (web_host x2, trainer_host, 1 GPU)."""
+    import ray
+
+    from maigym_ray.runtime.local_cluster import LOOPBACK_3NODE, LocalCluster
+
+    had_local = ray.is_initialized()  # the session's local Ray (conftest.ray_local): restored afterwards
+    if had_local:
+        ray.shutdown()
+    c = LocalCluster(*LOOPBACK_3NODE)
+    try:
+        c.start()
+        yield c
+    finally:
+        ray.shutdown()
+        c.stop()
+        if had_local:
+            from maigym_ray.runtime.ray_init import init_ray
+
+            init_ray(RayConfig(num_cpus=2, object_store_mb=256))
+
+
+def _node_of(ray, handle) -> str:
+    return ray.get(
+        handle.__ray_call__.remote(lambda self: __import__("ray").get_runtime_context().get_node_id())
+    )
+
+
+def test_the_driver_sits_on_the_head(cluster):
+    import ray
+
+    assert ray.get_runtime_context().get_node_id() == cluster.node_id("head")
+    assert len([n for n in ray.nodes() if n["Alive"]]) == 3
+
+
+async def test_actors_land_on_the_nodes_their_resources_name(cluster):
+    import ray
+
+    from maigym_ray.policy.engine import resolve_model
+    from maigym_ray.rl.trainer import TrainerConfig
+    from maigym_ray.runtime.session import Session
+    from maigym_ray.weights.group import WeightReceiverActor
+
+    topo = _topology()
+    env = EnvManagerConfig(pools={"web": PoolConfig(target_size=4, max_size=4)})
+    session = Session(RayConfig(address=cluster.gcs_address), env, PolicyConfig(), topo, trains=True)
+    head, a, b = (cluster.node_id(n) for n in ("head", "worker_a", "worker_b"))
+    try:
+        manager = await session.start_envs()
+        assert _node_of(ray, manager) == head  # the control plane sits with the driver
+        leases = await manager.request.remote(4, "web")
+        env_nodes = [_node_of(ray, await manager.actor.remote(lease)) for lease in leases]
+        for lease in leases:
+            await manager.release.remote(lease)
+        # web_host: 2 on each worker, one unit per env: two envs on each worker, none on the head
+        assert sorted(env_nodes) == sorted([a, a, b, b]), env_nodes
+        # an engine's options (engine_host) land it on worker A
+        engine_like = ray.remote(WeightReceiverActor).options(**session.placement.engine()).remote()
+        assert _node_of(ray, engine_like) == a
+        ray.kill(engine_like)
+        # the trainer rank asks for worker B's GPU: Ray gives it GPU 0, CUDA is absent, it trains on the CPU
+        trainer = await asyncio.to_thread(session.start_trainer, resolve_model("tiny-text"), TrainerConfig())
+        (info,) = trainer.info
+        assert info["node_id"] == b
+        assert info["cuda_visible_devices"] == "0" and info["gpu_ids"] == ["0"]
+        assert info["device"] == "cpu" and "Ray assigned GPU ids" in info["device_reason"]
+    finally:
+        await session.stop()
+
+
+def test_weight_sync_between_nodes_is_bit_identical(cluster):
+    """Trainer rank 0 on worker B broadcasts (gloo, rendezvous on B's node IP) to a receiver on worker A."""
+    import ray
+
+    from maigym_ray.policy.engine import resolve_model
+    from maigym_ray.rl.trainer import TrainerConfig
+    from maigym_ray.runtime.placement import Placement
+    from maigym_ray.weights.group import WeightReceiverActor
+
+    topo = _topology()
+    pl = Placement(topo)
+    from maigym_ray.rl.trainer_group import TrainerGroup
+
+    trainer = TrainerGroup(resolve_model("tiny-text"), TrainerConfig(), "torch", 2, [pl.trainer_rank(0)])
+    receiver = ray.remote(WeightReceiverActor).options(**pl.engine()).remote()
+    try:
+        assert trainer.info[0]["node_id"] == cluster.node_id("worker_b")
+        assert _node_of(ray, receiver) == cluster.node_id("worker_a")
+        layout = trainer.layout(64 << 10)  # several buckets
+        assert len(layout) > 1
+        joined = ray.get(
+            [trainer.join_weight_group(2, "mn", "gloo"), receiver.join.remote(2, 1, "mn", "gloo")],
+            timeout=120,
+        )
+        assert joined[0]["rendezvous"].startswith(f"{trainer.info[0]['node_ip']}:")
+        got = receiver.receive.remote(layout, "mn")
+        ray.get(trainer.send_weights(layout, "mn"), timeout=120)
+        _, received = ray.get(got, timeout=120)
+        want = dict(trainer.weights())
+        assert set(received) == set(want)
+        for name, t in want.items():
+            assert received[name].dtype == t.dtype and torch.equal(received[name], t), name
+    finally:
+        ray.get(receiver.leave.remote("mn"))
+        trainer.shutdown()
+        ray.kill(receiver)
+
+
+def _submit(cluster, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("MAIGYM_PYTHON", "RAY_AUTH_TOKEN_PATH")}
+    env.update(RAY_ADDRESS=cluster.dashboard_url, RAY_AUTH_MODE="disabled")
+    cmd = [sys.executable, str(ROOT / "launch" / "submit.py"), *args]
+    return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.skip(
+    reason="not working yet: inside the submitted job, maigym_ray submodules resolve partly from the uploaded "
+    "working dir and partly from the venv's editable install of /work/main (ModuleNotFoundError); see "
+    "docs/decisions.md"
+)
+def test_ray_job_submit_runs_an_eval_to_a_report(cluster, tmp_path):
+    out = tmp_path / "eval"
+    proc = _submit(
+        cluster,
+        tmp_path,
+        "--submission-id=mn-eval",
+        "maigym_ray.cli.eval",
+        "topology=loopback_3node",
+        "policy.kind=golden",
+        "tasks.limit=4",
+        "concurrency=4",
+        "env.pools.web.target_size=4",
+        "env.pools.web.max_size=4",
+        f"output_dir={out}",
+        "wandb.mode=disabled",
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
+    assert "mn-eval SUCCEEDED" in proc.stdout
+    report = json.loads((out / "report.json").read_text())
+    assert report["episodes"] == 4 and report["success_rate"] == 1.0 and report["infra_failed"] == 0
+
+
+@pytest.mark.skip(
+    reason="not working yet: inside the submitted job, maigym_ray submodules resolve partly from the uploaded "
+    "working dir and partly from the venv's editable install of /work/main (ModuleNotFoundError); see "
+    "docs/decisions.md"
+)
+def test_ray_job_submit_runs_a_short_train_run_across_nodes(cluster, tmp_path):
+    """The engine on worker A, the trainer on worker B: SFT and one GRPO round broadcast weights across."""
+    out = tmp_path / "train"
+    proc = _submit(
+        cluster,
+        tmp_path,
+        "--submission-id=mn-train",
+        "maigym_ray.cli.train",
+        "topology=loopback_3node",
+        "tasks.limit=12",
+        "env.pools.web.target_size=2",
+        "env.pools.web.max_size=4",
+        "driver.concurrency=2",
+        "driver.sft.steps=2",
+        "driver.heldout.episodes_per_task=1",
+        "driver.grpo.rounds=1",
+        "driver.grpo.groups_per_round=2",
+        "sampler.group_size=2",
+        "policy.sampling.max_tokens=12",
+        f"output_dir={out}",
+        "wandb.mode=disabled",
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["rounds"] == 1 and report["policy_version"] >= 1  # weights went to the engine at least once
+    assert "trains on cpu: Ray assigned GPU ids ['0']" in proc.stdout  # the rank's log, from worker B
+
+
+async def test_killing_a_worker_mid_eval_loses_no_episode(cluster, tmp_path):
+    """Worker A dies while its envs run episodes: those end as infrastructure failures and are retried on
+    worker B's envs; every episode is accounted for and scored."""
+    from maigym_ray.runtime.evaluation import evaluate
+    from maigym_ray.runtime.schema import EvalConfig, TasksConfig, WandbConfig
+
+    topo = _topology()
+    cfg = EvalConfig(
+        ray=RayConfig(address=cluster.gcs_address),
+        topology=topo,
+        env=EnvManagerConfig(pools={"web": PoolConfig(target_size=4, max_size=4)}),
+        tasks=TasksConfig(pool="builtin", limit=12),
+        policy=PolicyConfig(kind="golden"),
+        wandb=WandbConfig(mode="disabled"),
+        concurrency=4,
+        infra_retries=3,
+    )
+    cfg = replace(cfg, env=replace(cfg.env, start_timeout_s=20.0))
+    done: list = []
+    killed = asyncio.Event()
+
+    def seen(traj) -> None:
+        done.append(traj)
+        if len(done) == 2 and not killed.is_set():
+            killed.set()
+            asyncio.get_running_loop().run_in_executor(None, cluster.kill, "worker_a")
+
+    report = await evaluate(cfg, tmp_path / "kill", on_trajectory=seen)
+    assert killed.is_set()
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(tmp_path / "kill" / "results.parquet").to_pylist()
+    from maigym_ray.tasks.pool import TaskPool
+
+    expected = sum("web" in t.platforms for t in list(TaskPool.builtin())[:12])
+    assert expected >= 8
+    assert len(rows) == report["episodes"] == expected  # no episode lost
+    assert report["infra_failed"] == 0 and report["success_rate"] == 1.0  # every one retried and scored
+    assert any(r["attempt"] > 0 for r in rows), "no episode was interrupted by the node loss"

@@ -1,6 +1,6 @@
 """What one run directory holds, read on demand so that a run still being written shows its latest state.
 
-The files come from three writers (cli/eval.py, cli/collect.py, rl/driver.py)::
+The files come from three writers (runtime/evaluation.py for eval, cli/collect.py, rl/driver.py)::
 
     .hydra/config.yaml            the resolved config (Hydra writes it for every entry point)
     report.json                   eval: success_rate, by_split...; train: heldout_success_{before,sft,rl}, history

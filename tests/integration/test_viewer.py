@@ -18,9 +18,9 @@ import pytest
 from aiohttp import web
 from PIL import Image, ImageDraw
 
-from maigym_ray.cli.eval import RESULT_SCHEMA
 from maigym_ray.envs.backends.chromium import CHROMIUM_FLAGS, find_chromium
 from maigym_ray.harness.trajectory_store import write_all
+from maigym_ray.runtime.evaluation import RESULT_SCHEMA
 from maigym_ray.types import Reward, Trajectory, Turn
 from maigym_ray.viewer.episodes import EpisodeIndex, Filter
 from maigym_ray.viewer.rundir import RunDir

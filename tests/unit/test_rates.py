@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from maigym_ray.cli.eval import split_success, split_table, success_table
 from maigym_ray.rates import fmt_rate, rate
 from maigym_ray.rl.report import write_report
+from maigym_ray.runtime.evaluation import split_success, split_table, success_table
 
 pytestmark = pytest.mark.unit
 

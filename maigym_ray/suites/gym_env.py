@@ -125,7 +125,9 @@ def _default_manager() -> Any:
 
         from maigym_ray.config import EnvManagerConfig, PoolConfig, RayConfig, WebBackendConfig
         from maigym_ray.envs.manager import EnvManager
+        from maigym_ray.runtime.placement import Placement
         from maigym_ray.runtime.ray_init import init_ray
+        from maigym_ray.runtime.topology import TopologyConfig
 
         if not ray.is_initialized():
             init_ray(RayConfig())
@@ -135,7 +137,8 @@ def _default_manager() -> Any:
             },
             apps=["notes"],
         )
-        _MANAGER = ray.remote(EnvManager).options(num_cpus=0, max_concurrency=1000).remote(cfg)
+        # placed as the local topology places a run's manager (runtime/placement.py)
+        _MANAGER = ray.remote(EnvManager).options(**Placement(TopologyConfig()).env_manager()).remote(cfg)
         ray.get(_MANAGER.start.remote(wait=True))
     return _MANAGER
 

@@ -51,7 +51,7 @@ if pid == 0:
     ).split()}
     scope = {"__builtins__": SAFE}
     try:
-        exec(compile(req["code"], "<verifier>", "exec"), scope)
+        exec(compile(req["code"], "<verifier>", "exec"), scope)  # sandboxed: inside the bubblewrap jail
         fn = scope.get("verify")
         if not callable(fn):
             raise ValueError("the code defines no verify(states, answer) function")

@@ -6,8 +6,14 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
-[ $# -eq 0 ] || exit 0
+if [ $# -gt 0 ]; then
+  exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+fi
+.venv/bin/python -m pytest -q -p no:cacheprovider -m "not multinode"
+# A multi-node cluster replaces the test process's Ray connection (and the session's shared Ray actors with it):
+# those tests get a process of their own.
+echo "[test] multi-node tests (a loopback cluster of three nodes)"
+.venv/bin/python -m pytest -q -p no:cacheprovider -m multinode
 # A float32 result depends on the kernels torch picks (SIMD width sets the summation order), and CI machines
 # differ: a tolerance that holds on this CPU's kernels must hold on the others too.
 native=$(.venv/bin/python -c "import torch; print(torch.backends.cpu.get_cpu_capability().lower())")

@@ -22,7 +22,9 @@ import torch
 
 from maigym_ray.config import EnvManagerConfig, PolicyConfig, PoolConfig, RayConfig
 
-pytestmark = pytest.mark.integration
+# A cluster of its own replaces the process's Ray connection, so scripts/test.sh runs this module in a pytest
+# process of its own (marker 'multinode').
+pytestmark = [pytest.mark.integration, pytest.mark.multinode]
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"

@@ -22,29 +22,20 @@ import maigym_ray  # noqa: F401  (loopback Ray settings: must run before ray is 
 
 import ray
 
-from maigym_ray.config import EnvManagerConfig, PoolConfig, RayConfig, WebBackendConfig
+from maigym_ray.config import RayConfig
 from maigym_ray.envs.lease import LeasedEnv
 from maigym_ray.envs.manager import EnvManager
 from maigym_ray.harness.episode import run_episode
+from maigym_ray.runtime.placement import Placement
 from maigym_ray.runtime.ray_init import init_ray
-from maigym_ray.suites.miniwob import miniwob_task
+from maigym_ray.runtime.topology import TopologyConfig
+from maigym_ray.suites.miniwob import manager_config, miniwob_task
 from maigym_ray.suites.miniwob_solutions import SOLVERS, MiniwobScriptedPolicy
 
 
 async def run(names: list[str], seeds: int, instances: int) -> dict:
-    cfg = EnvManagerConfig(
-        pools={
-            "miniwob": PoolConfig(
-                backend="miniwob",
-                target_size=instances,
-                max_size=instances,
-                recycle_after=0,
-                web=WebBackendConfig(browser="shared", screenshot=False, reset="reload"),
-            )
-        },
-        apps=["notes"],
-    )
-    manager = ray.remote(EnvManager).options(num_cpus=0, max_concurrency=1000).remote(cfg)
+    cfg = manager_config(instances, screenshot=False)
+    manager = ray.remote(EnvManager).options(**Placement(TopologyConfig()).env_manager()).remote(cfg)
     await manager.start.remote(wait=True)
     queue = [miniwob_task(n, 1000 + s) for n in names for s in range(seeds)]
     policy = MiniwobScriptedPolicy()

@@ -123,20 +123,16 @@ def _default_manager() -> Any:
     if _MANAGER is None:
         import ray
 
-        from maigym_ray.config import EnvManagerConfig, PoolConfig, RayConfig, WebBackendConfig
+        from maigym_ray.config import RayConfig
         from maigym_ray.envs.manager import EnvManager
         from maigym_ray.runtime.placement import Placement
         from maigym_ray.runtime.ray_init import init_ray
         from maigym_ray.runtime.topology import TopologyConfig
+        from maigym_ray.suites.miniwob import manager_config
 
         if not ray.is_initialized():
             init_ray(RayConfig())
-        cfg = EnvManagerConfig(
-            pools={
-                "miniwob": PoolConfig(backend="miniwob", target_size=1, web=WebBackendConfig(reset="reload"))
-            },
-            apps=["notes"],
-        )
+        cfg = manager_config(1)
         # placed as the local topology places a run's manager (runtime/placement.py)
         _MANAGER = ray.remote(EnvManager).options(**Placement(TopologyConfig()).env_manager()).remote(cfg)
         ray.get(_MANAGER.start.remote(wait=True))

@@ -19,7 +19,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any, Protocol
 
-from maigym_ray.config import PoolConfig, WebBackendConfig
+from maigym_ray.config import EnvManagerConfig, PoolConfig, WebBackendConfig
 from maigym_ray.envs.backend import Backend
 from maigym_ray.errors import BackendError, ConfigError, TaskError
 from maigym_ray.types import Action, Element, Observation, TaskSpec
@@ -91,6 +91,20 @@ def miniwob_task(name: str, seed: int = 0, max_steps: int = DEFAULT_MAX_STEPS) -
         max_steps=max_steps,
         tags=("miniwob", name),
     )
+
+
+def manager_config(instances: int, screenshot: bool = True) -> EnvManagerConfig:
+    """An EnvManager with one MiniWoB++ pool of ``instances`` pages in the node's shared Chromium, reset by
+    reload (a task page restarts its episode itself). MiniWoB++ needs no mocked app; the app host still starts
+    one, the smallest."""
+    pool = PoolConfig(
+        backend="miniwob",
+        target_size=instances,
+        max_size=instances,
+        recycle_after=0,
+        web=WebBackendConfig(browser="shared", screenshot=screenshot, reset="reload"),
+    )
+    return EnvManagerConfig(pools={"miniwob": pool}, apps=["notes"])
 
 
 def load_pool_spec(spec: str) -> list[TaskSpec]:

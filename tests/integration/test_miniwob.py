@@ -9,11 +9,10 @@ import pytest
 
 pytest.importorskip("miniwob")
 
-from maigym_ray.config import EnvManagerConfig, PoolConfig, WebBackendConfig
 from maigym_ray.envs.lease import LeasedEnv
 from maigym_ray.harness.episode import run_episode
 from maigym_ray.harness.policy import RandomPolicy
-from maigym_ray.suites.miniwob import miniwob_task
+from maigym_ray.suites.miniwob import manager_config, miniwob_task
 from maigym_ray.suites.miniwob_solutions import SOLVERS, MiniwobScriptedPolicy
 
 pytestmark = pytest.mark.integration
@@ -27,18 +26,7 @@ SEEDS = 5
 def manager(ray_local):
     from maigym_ray.envs.manager import EnvManager
 
-    cfg = EnvManagerConfig(
-        pools={
-            "miniwob": PoolConfig(
-                backend="miniwob",
-                target_size=INSTANCES,
-                max_size=INSTANCES,
-                recycle_after=0,
-                web=WebBackendConfig(browser="shared", screenshot=False, reset="reload"),
-            )
-        },
-        apps=["notes"],
-    )
+    cfg = manager_config(INSTANCES, screenshot=False)
     m = ray_local.remote(EnvManager).options(num_cpus=0, max_concurrency=1000).remote(cfg)
     ray_local.get(m.start.remote(wait=True), timeout=180)
     yield m

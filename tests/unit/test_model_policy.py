@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from maigym_ray.harness.episode import run_episode
-from maigym_ray.harness.history import HistoryConfig, window_of
+from maigym_ray.harness.history import HistoryConfig, prompt_windows, window_of
 from maigym_ray.harness.model_policy import ModelPolicy, action_text
 from maigym_ray.harness.prompt import PromptBuilder
 from maigym_ray.harness.scripted_engine import ScriptedEngine
+from maigym_ray.harness.trajectory_store import load_trajectories, write_all
 from maigym_ray.types import Observation, Reward, StepResult, TaskSpec
 
 pytestmark = pytest.mark.unit
@@ -90,6 +91,30 @@ async def test_step_wise_history_changes_prefix_every_step_past_k():
         for prev, cur in zip(traj.turns, traj.turns[1:], strict=False)
     ]
     assert extends[:2] == [True, True] and not any(extends[2:])
+
+
+@pytest.mark.parametrize("history", [HistoryConfig("window", 10, 2), HistoryConfig("step", last_k=2)])
+async def test_texts_are_stored_compactly_and_rebuild_the_prompt_the_engine_read(history, tmp_path):
+    engine = ScriptedEngine(script, encode, end_ids=encode("<|im_end|>"))
+    traj = await run_episode(CountingEnv(), TASK, ModelPolicy(engine, PromptBuilder(encode), decode, history))
+    write_all(tmp_path, [traj])
+    (stored,) = load_trajectories(tmp_path)
+    assert stored == traj
+    turns = stored.turns
+    windows = prompt_windows((u.prompt_text, u.prompt_continued, u.response_text) for u in turns)
+    for u, w in zip(turns, windows, strict=True):
+        # the rebuilt window is the very prompt the engine read (decode drops the end-of-turn markers)
+        assert w is not None and w.replace("<|im_end|>", "") == decode(list(u.prompt_ids))
+        assert u.a11y == f'[b{u.index}] button "Next {u.index}"'
+    assert turns[0].response_text == 'I will press it.\nAction: click(id="b0")'
+    assert turns[3].response_text == turns[3].action_text == "I am confused"
+    continued = [u.prompt_continued for u in turns]
+    stored_chars, whole_chars = sum(len(u.prompt_text) for u in turns), sum(map(len, windows))
+    if history.strategy == "window":  # a window's text is kept once: each later step adds its turn only
+        assert continued == [t > 0 and window_of(t, 10, 2) == window_of(t - 1, 10, 2) for t in range(26)]
+        assert stored_chars * 3 < whole_chars
+    else:  # step-wise: the window moves every step once it holds k steps
+        assert continued == [t in (1, 2) for t in range(26)]
 
 
 def test_action_text_takes_the_last_action_line():

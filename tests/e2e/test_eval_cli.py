@@ -110,7 +110,8 @@ def test_collect_keeps_trajectories(tmp_path):
         golden = list(pool.get(t.task_id).golden)
         assert [u.action_text for u in t.turns][: len(golden)] == golden
         # each step keeps the a11y text it acted on and the reply (a golden policy reads no prompt)
-        assert all(u.a11y.startswith("[") and u.response_text == u.action_text for u in t.turns)
+        assert all(u.a11y.startswith('page "') and "\n[" in u.a11y for u in t.turns)
+        assert all(u.response_text == u.action_text for u in t.turns)
         assert all(u.prompt_text == "" for u in t.turns)
     _view(tmp_path, trajs[0].turns[0].a11y)
 

@@ -137,3 +137,26 @@ async def test_context_overflow_ends_the_episode_and_scores_it():
     traj = await run_episode(CountingEnv(), TASK, policy)
     assert 0 < len(traj.turns) < 25 and not traj.infra_failed
     assert traj.error == "prompt too long" and traj.reward.value == 0.0
+
+
+async def test_prompt_text_is_the_decoded_prompt_with_a_real_tokenizer():
+    """With the tiny model's BPE tokenizer, each rebuilt window is what the prompt ids decode to, but for the
+    sampled end-of-turn id after each reply (replies are stored as decoded, special tokens dropped)."""
+    from maigym_ray.policy.engine import resolve_model
+    from maigym_ray.rollout import load_tokenizer
+
+    tok = load_tokenizer(resolve_model("tiny-text"))
+
+    def enc(s: str) -> list[int]:
+        return tok.encode(s, add_special_tokens=False).ids
+
+    def dec(ids: list[int]) -> str:
+        return tok.decode(ids, skip_special_tokens=True)
+
+    engine = ScriptedEngine(script, enc, (tok.token_to_id("<|im_end|>"),))
+    policy = ModelPolicy(engine, PromptBuilder(enc), dec, HistoryConfig("window", 10, 2))
+    turns = (await run_episode(CountingEnv(), TASK, policy)).turns
+    windows = prompt_windows((u.prompt_text, u.prompt_continued, u.response_text) for u in turns)
+    for u, w in zip(turns, windows, strict=True):
+        raw = tok.decode(list(u.prompt_ids), skip_special_tokens=False)
+        assert raw.replace("<|im_end|><|im_start|>user", "<|im_start|>user") == w

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -41,6 +42,7 @@ async def run(names: list[str], seeds: int, instances: int) -> dict:
     policy = MiniwobScriptedPolicy()
     wins: dict[str, list[bool]] = {n: [] for n in names}
     infra = 0
+    total, every = len(queue), max(1, len(queue) // 20)
 
     async def worker() -> None:
         nonlocal infra
@@ -51,6 +53,10 @@ async def run(names: list[str], seeds: int, instances: int) -> dict:
                 traj = await run_episode(env, task, policy)
                 infra += traj.infra_failed
                 wins[task.initial_state["miniwob"]["task"]].append(traj.reward.success)
+                done = sum(map(len, wins.values()))
+                if done % every == 0 or done == total:  # about 20 progress lines in all
+                    rate = done / (time.perf_counter() - t0)
+                    print(f"[miniwob] {done}/{total} episodes ({rate:.2f}/s)", file=sys.stderr, flush=True)
         finally:
             await env.release()
 

@@ -107,6 +107,11 @@ def sync_gbps(c: LocalCluster, total_mb: int, bucket_mb: int, repeats: int) -> d
     return out
 
 
+def say(line: str) -> None:
+    """A progress line while a person waits (the evals add their own per-episode progress)."""
+    print(f"[multinode] {line}", file=sys.stderr, flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
@@ -118,15 +123,19 @@ def main() -> int:
     c = cluster()
     t0 = time.perf_counter()
     try:
+        say("1/4 starting a loopback cluster: a head and two workers (ray start, about a minute)")
         c.start()
         bringup = time.perf_counter() - t0
         tmp = Path(tempfile.mkdtemp(prefix="mn-bench-"))
+        say(f"2/4 golden eval, {episodes} episodes, every env on the head (cluster up in {bringup:.0f} s)")
         one, _ = asyncio.run(
             eval_rate(c, EnvHostConfig(resource="on_head", resource_per_env=0.01), episodes, tmp / "1")
         )
+        say(f"3/4 the same eval with the envs spread over the three nodes (1 node: {one:.2f} episodes/s)")
         three, _ = asyncio.run(
             eval_rate(c, EnvHostConfig(resource="web_host", resource_per_env=1.0), episodes, tmp / "3")
         )
+        say(f"4/4 weight sync, {total_mb} MB x {repeats} to a receiver on the same node, then on another")
         sync = sync_gbps(c, total_mb, args.bucket_mb, repeats)
     finally:
         import ray

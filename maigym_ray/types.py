@@ -97,6 +97,16 @@ class Turn:
     logprobs: tuple[float, ...] = ()
     screenshot: bytes = b""
     timings: dict[str, float] = field(default_factory=dict)
+    #: the accessibility text of the observation the policy acted on.
+    a11y: str = ""
+    #: the prompt's text: the whole window, or, where ``prompt_continued``, only what follows the previous step's
+    #: prompt and response (inside a history window the prompt only grows, so a window's text is kept once;
+    #: :func:`maigym_ray.harness.history.prompt_windows` rebuilds every step's window). "" for policies that
+    #: read no prompt (golden, random).
+    prompt_text: str = ""
+    prompt_continued: bool = False
+    #: the policy's whole reply (``action_text`` is the action cut out of it).
+    response_text: str = ""
 
 
 @dataclass(frozen=True)

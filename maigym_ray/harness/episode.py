@@ -92,6 +92,10 @@ async def run_episode(
                         "env_s": t2 - t1,
                         "cached_tokens": float(d.num_cached_tokens),
                     },
+                    a11y=obs.a11y,
+                    prompt_text=d.prompt_text,
+                    prompt_continued=d.prompt_continued,
+                    response_text=d.response_text or d.text,
                 )
             )
             obs = result.observation

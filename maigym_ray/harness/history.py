@@ -15,6 +15,7 @@ begins with the exact ids of the prompt and the response at step t, and the engi
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -80,6 +81,38 @@ def prompt_ids(
         ids += responses[j]
     ids += obs[t]
     return ids
+
+
+def continues(cfg: HistoryConfig, t: int) -> bool:
+    """Whether step ``t``'s prompt is step ``t-1``'s prompt and response followed by step ``t``'s observation
+    turn (the window grew by one step rather than moved)."""
+    return t > 0 and context_steps(cfg, t).start == context_steps(cfg, t - 1).start
+
+
+def prompt_text(
+    header: str, obs: list[str], responses: list[str], t: int, cfg: HistoryConfig
+) -> tuple[str, bool]:
+    """The text of step ``t``'s prompt, assembled from rendered segments the way :func:`prompt_ids` assembles
+    ids, kept compact: ``(only step t's observation turn, True)`` where the prompt continues step ``t-1``'s
+    prompt and response, else ``(the whole window, False)``."""
+    if continues(cfg, t):
+        return obs[t], True
+    parts = [header]
+    for j in context_steps(cfg, t):
+        parts += (obs[j], responses[j])
+    return "".join([*parts, obs[t]]), False
+
+
+def prompt_windows(steps: Iterable[tuple[str | None, bool | None, str | None]]) -> list[str | None]:
+    """Every step's whole prompt text from the stored ``(prompt_text, prompt_continued, response_text)`` of an
+    episode's steps in order; None where a store did not record it."""
+    out: list[str | None] = []
+    prev: str | None = None  # the previous step's prompt followed by its response
+    for text, cont, response in steps:
+        cur = None if text is None or (cont and prev is None) else ((prev or "") + text if cont else text)
+        out.append(cur)
+        prev = None if cur is None else cur + (response or "")
+    return out
 
 
 def prompt_images(images: list[list[bytes]], t: int, cfg: HistoryConfig) -> list[bytes]:

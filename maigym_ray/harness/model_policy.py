@@ -3,6 +3,8 @@
 Per episode it keeps the header ids, every observation turn's ids and images, and the response ids the engine
 sampled. Each step's prompt is assembled by the history strategy from those segments, never re-tokenised, so
 with window-wise history the engine's prefix cache hits and training later sees exactly the sampled ids.
+Beside the ids it keeps each segment's text (replies as decoded), so a step's prompt text for the trajectory
+is a join of those texts, never a decode of the ids.
 The engine is anything with ``generate`` (the vLLM engine actor, an OpenAI-compatible client, a scripted fake).
 """
 
@@ -13,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from maigym_ray.harness.history import HistoryConfig, prompt_ids, prompt_images
+from maigym_ray.harness.history import HistoryConfig, prompt_ids, prompt_images, prompt_text
 from maigym_ray.harness.policy import Decision
 from maigym_ray.harness.prompt import PromptBuilder
 from maigym_ray.types import Observation, TaskSpec
@@ -54,9 +56,13 @@ class Engine(Protocol):
 @dataclass
 class _EpisodeTokens:
     header: list[int]
+    #: the rendered text of each segment, kept beside its ids so a step's prompt text is a join, never a decode
+    header_text: str
     obs: list[list[int]] = field(default_factory=list)
     responses: list[list[int]] = field(default_factory=list)
     images: list[list[bytes]] = field(default_factory=list)
+    obs_text: list[str] = field(default_factory=list)
+    replies: list[str] = field(default_factory=list)
 
 
 def action_text(reply: str) -> str:
@@ -90,11 +96,14 @@ class ModelPolicy:
         self, task: TaskSpec, observation: Observation, step: int, episode_id: str = ""
     ) -> Decision:
         if step == 0 or episode_id not in self._episodes:
-            self._episodes[episode_id] = _EpisodeTokens(self.builder.header_ids(task, observation.platform))
+            header = self.builder.header_text(task, observation.platform)
+            self._episodes[episode_id] = _EpisodeTokens(self.builder.encode(header), header)
             while len(self._episodes) > self.max_episodes:  # episodes that never finished cleanly
                 self._episodes.popitem(last=False)
         ep = self._episodes[episode_id]
-        ep.obs.append(self.builder.observation_ids(observation, step, task))
+        obs_text = self.builder.observation_text(observation, step, task)
+        ep.obs.append(self.builder.encode(obs_text))
+        ep.obs_text.append(obs_text)
         ep.images.append(self.builder.images(observation))
         ids = prompt_ids(ep.header, ep.obs, ep.responses, step, self.history)
         gen = await self.engine.generate(
@@ -102,6 +111,8 @@ class ModelPolicy:
         )
         ep.responses.append(list(gen.response_ids))
         reply = self.decode(list(gen.response_ids))
+        ep.replies.append(reply)
+        text, continued = prompt_text(ep.header_text, ep.obs_text, ep.replies, step, self.history)
         return Decision(
             action_text(reply),
             tuple(ids),
@@ -109,6 +120,9 @@ class ModelPolicy:
             gen.logprobs,
             gen.num_cached_tokens,
             gen.policy_version,
+            prompt_text=text,
+            prompt_continued=continued,
+            response_text=reply,
         )
 
     def end_episode(self, episode_id: str) -> None:

@@ -23,6 +23,11 @@ class Decision:
     logprobs: tuple[float, ...] = ()
     num_cached_tokens: int = 0
     policy_version: int = 0
+    #: the prompt's text (the whole window, or what follows the previous step's prompt and response where
+    #: ``prompt_continued``) and the whole reply; see :class:`maigym_ray.types.Turn`.
+    prompt_text: str = ""
+    prompt_continued: bool = False
+    response_text: str = ""
 
 
 class PolicyClient(Protocol):

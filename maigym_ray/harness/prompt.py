@@ -85,9 +85,13 @@ class PromptBuilder:
             f"Task: {task.instruction}"
         )
 
+    def header_text(self, task: TaskSpec, platform: str) -> str:
+        """The episode header (the system turn) with its chat markup."""
+        return self.chat.system.format(text=self.system_text(task, platform))
+
     def header_ids(self, task: TaskSpec, platform: str) -> list[int]:
         """Token ids of the episode header (the system turn)."""
-        return self.encode(self.chat.system.format(text=self.system_text(task, platform)))
+        return self.encode(self.header_text(task, platform))
 
     def observation_text(self, obs: Observation, step: int, task: TaskSpec | None = None) -> str:
         """The user turn of one observation, followed by the assistant-turn opener."""

@@ -13,7 +13,15 @@ this, a disk error) is skipped with a warning by the reader, never half-loaded. 
         index int32, action_text string, parse_error string,
         prompt_ids list<int32>, response_ids list<int32>, logprobs list<float32>,
         screenshot binary (empty unless kept), policy_s float64, env_s float64,
-        cached_tokens int32 (prompt tokens the engine served from its prefix cache)>>
+        cached_tokens int32 (prompt tokens the engine served from its prefix cache),
+        a11y string (the accessibility text the policy read), response_text string (the whole reply),
+        prompt_text string, prompt_continued bool>>
+
+The prompt text is compact: inside a history window a step's prompt is the previous step's prompt and response
+followed by its observation turn, so such a step (``prompt_continued``) keeps only that turn, and a window's
+text is stored once (``maigym_ray.harness.history.prompt_windows`` rebuilds each step's window). Parts are
+zstd-compressed: consecutive steps' accessibility texts are mostly equal and compress to little. Stores written
+before the text columns existed still read: those fields come back empty (the viewer says "not recorded").
 """
 
 from __future__ import annotations
@@ -43,6 +51,10 @@ TURN = pa.struct(
         ("policy_s", pa.float64()),
         ("env_s", pa.float64()),
         ("cached_tokens", pa.int32()),
+        ("a11y", pa.string()),
+        ("response_text", pa.string()),
+        ("prompt_text", pa.string()),
+        ("prompt_continued", pa.bool_()),
     ]
 )
 SCHEMA = pa.schema(
@@ -95,6 +107,10 @@ def to_row(t: Trajectory) -> dict[str, Any]:
                 "policy_s": u.timings.get("policy_s", 0.0),
                 "env_s": u.timings.get("env_s", 0.0),
                 "cached_tokens": int(u.timings.get("cached_tokens", 0)),
+                "a11y": u.a11y,
+                "response_text": u.response_text,
+                "prompt_text": u.prompt_text,
+                "prompt_continued": u.prompt_continued,
             }
             for u in t.turns
         ],
@@ -125,6 +141,11 @@ def from_row(r: dict[str, Any]) -> Trajectory:
                 "env_s": u["env_s"],
                 "cached_tokens": float(u["cached_tokens"]),
             },
+            # absent (None) in stores written before these columns existed
+            a11y=u.get("a11y") or "",
+            prompt_text=u.get("prompt_text") or "",
+            prompt_continued=bool(u.get("prompt_continued")),
+            response_text=u.get("response_text") or "",
         )
         for u in r["turns"]
     )
@@ -166,7 +187,9 @@ class TrajectoryWriter:
         if not self._buffer:
             return None
         table = pa.Table.from_pylist(self._buffer, schema=SCHEMA)
-        path = publish_new(self.dir, _part_name, self._next, lambda tmp: pq.write_table(table, tmp))
+        path = publish_new(
+            self.dir, _part_name, self._next, lambda tmp: pq.write_table(table, tmp, compression="zstd")
+        )
         self._next = int(_PART.fullmatch(path.name).group(1)) + 1  # type: ignore[union-attr]
         self.written += len(self._buffer)
         self._buffer = []
@@ -189,7 +212,7 @@ def load_trajectories(directory: str | Path) -> Iterator[Trajectory]:
     directory = Path(directory)
     parts = [p for p in directory.iterdir() if _PART.fullmatch(p.name)] if directory.is_dir() else []
     for part in sorted(parts, key=lambda p: int(_PART.fullmatch(p.name).group(1))):  # type: ignore[union-attr]
-        try:
+        try:  # reading with SCHEMA fills the fields an older part lacks with nulls
             rows = pq.read_table(part, schema=SCHEMA).to_pylist()
         except (pa.ArrowException, OSError) as exc:
             _log.warning("skipping unreadable trajectory part %s: %s: %s", part, type(exc).__name__, exc)

@@ -8,8 +8,9 @@ maigym_ray/__init__.py) it refuses to join at all (checked with Ray 2.60). ``Clu
 this process with the loopback settings, so every node listens on 127.0.0.1 only. For a real cluster's
 ``ray start`` lines see docs/scaling.md.
 
-Token auth is off for this throwaway cluster (``RAY_AUTH_MODE=disabled``, DESIGN.md §10). Nodes are stopped
-by this process (``kill(name)`` removes one, as a machine loss would; ``stop()`` all), never by ``ray stop``.
+Token auth is off for this throwaway cluster (``RAY_AUTH_MODE=disabled``, docs/platform-notes.md). Nodes are
+stopped by this process (``kill(name)`` removes one, as a machine loss would; ``stop()`` all), never by
+``ray stop``.
 """
 
 from __future__ import annotations

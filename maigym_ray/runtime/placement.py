@@ -3,7 +3,8 @@
 No other module decides what an actor asks Ray for (CPUs, GPUs, memory, custom resources): they take the
 options built here. A role that names a custom resource (``web_host``, ``trainer_host``...) lands only on nodes
 that advertise it; a role with GPUs gets them from Ray, which sets ``CUDA_VISIBLE_DEVICES`` in its process
-(Ray 2.60 leaves an actor with ``num_gpus=0`` seeing every GPU of its node, so GPU roles must ask, DESIGN.md §10).
+(Ray 2.60 leaves an actor with ``num_gpus=0`` seeing every GPU of its node, so GPU roles must ask;
+docs/platform-notes.md).
 
 Engines with tensor parallelism > 1 and multi-rank GPU trainers get a placement group each: their GPUs are
 reserved together (STRICT_PACK: one node) before the actor starts, and the actor's child workers (vLLM's TP

@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
+from maigym_ray.harness.history import prompt_windows
 from maigym_ray.viewer.overlay import overlay
 from maigym_ray.viewer.rundir import RunDir, Store
 
@@ -35,8 +36,8 @@ _INDEX_COLS = [
 ]
 #: Turn fields the step view reads (never the screenshot bytes, never the token ids themselves).
 _TURN_FIELDS = ("index", "action_text", "parse_error", "policy_s", "env_s", "cached_tokens")
-#: Optional turn fields a newer store may carry; shown when present.
-_OPTIONAL_TURN_FIELDS = ("a11y", "prompt_text", "response_text")
+#: Text fields of a turn that stores written before they existed lack: the page says "not recorded".
+_TEXT_FIELDS = ("a11y", "prompt_text", "prompt_continued", "response_text")
 _BATCH = 8
 SORTS = ("reward", "steps", "order")
 OUTCOMES = ("success", "failure", "infra_failed")
@@ -158,23 +159,40 @@ class EpisodeIndex:
                 return s.path / part
         raise KeyError(f"no part {part!r} in store {store!r}")
 
-    def episode(self, store: str, part: str, row: int) -> dict[str, Any]:
-        """One episode: its index row and every turn (no screenshot bytes), each with its action overlay."""
+    def episode(self, store: str, part: str, row: int, step: int | None = None) -> dict[str, Any]:
+        """One episode: its index row and every turn (no screenshot bytes), each with its action overlay.
+        The texts (accessibility text, whole prompt window, reply) come with step ``step`` only (every step
+        when None), so stepping through a long episode never ships every window; a store without a text
+        column leaves that key out."""
         path = self.locate(store, part)
         f = pq.ParquetFile(path)
         turn_type = f.schema_arrow.field("turns").type.value_type
         names = {turn_type.field(i).name for i in range(turn_type.num_fields)}
-        fields = [n for n in (*_TURN_FIELDS, *_OPTIONAL_TURN_FIELDS) if n in names]
+        texts = [n for n in _TEXT_FIELDS if n in names]
         cols = [c for c in _INDEX_COLS if not c.startswith("turns.")]
-        cols += [f"turns.list.element.{n}" for n in fields]
+        cols += [f"turns.list.element.{n}" for n in (*_TURN_FIELDS, *texts)]
         cols += ["turns.list.element.prompt_ids", "turns.list.element.response_ids"]
         r = _row(f, cols, row)
-        turns = []
-        for t in r.pop("turns") or []:
+        turns = r.pop("turns") or []
+        if "prompt_text" in names:
+            windows = prompt_windows(
+                (t["prompt_text"], t.get("prompt_continued"), t.get("response_text")) for t in turns
+            )
+            start = 0
+            for k, (t, w) in enumerate(zip(turns, windows, strict=True)):
+                start = start if t.get("prompt_continued") else k
+                t["prompt_text"] = w
+                t["prompt_window_from"] = start  # the step whose prompt began this window
+        if step is not None:  # the page asks past the end for a step it clamps to the last
+            step = min(max(step, 0), len(turns) - 1)
+        for k, t in enumerate(turns):
+            t.pop("prompt_continued", None)
+            if step is not None and k != step:
+                for n in (*texts, "prompt_window_from"):
+                    t.pop(n, None)
             t["prompt_tokens"] = len(t.pop("prompt_ids") or [])
             t["response_tokens"] = len(t.pop("response_ids") or [])
             t["overlay"] = overlay(t["action_text"])
-            turns.append(t)
         store_info = next(s for s in self.run.stores() if s.name == store)
         res = self.run.results().get(r["episode_id"], {})
         return {

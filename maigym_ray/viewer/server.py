@@ -115,7 +115,11 @@ def make_app(run_dirs: list[str | Path]) -> web.Application:
         i, q = v.run(request), request.query
         try:
             ep = await asyncio.to_thread(
-                v.indexes[i].episode, q.get("store", ""), q.get("part", ""), _int(q, "row", 0)
+                v.indexes[i].episode,
+                q.get("store", ""),
+                q.get("part", ""),
+                _int(q, "row", 0),
+                _int(q, "step", 0),
             )
         except KeyError as e:
             raise web.HTTPNotFound(text=str(e)) from e

@@ -1,10 +1,10 @@
 """Rendezvous of a torch process group across Ray nodes: rank 0 hosts a TCPStore on its node's IP and a free
 port, and publishes that address in Ray's GCS key-value table, where the other ranks read it.
 
-torch's TCPStore listens on every interface even when it is given ``tcp://127.0.0.1`` (DESIGN.md §10; checked
-again with ``ss -ltnp``), and ``file://`` only works on one node. So rank 0 binds the listening socket itself,
-on the address Ray gives its node (``ray.util.get_node_ip_address()``: 127.0.0.1 on a local Ray), and hands
-it to the store (``master_listen_fd``): the store listens there and nowhere else.
+torch's TCPStore listens on every interface even when it is given ``tcp://127.0.0.1`` (docs/platform-notes.md;
+checked again with ``ss -ltnp``), and ``file://`` only works on one node. So rank 0 binds the listening socket
+itself, on the address Ray gives its node (``ray.util.get_node_ip_address()``: 127.0.0.1 on a local Ray), and
+hands it to the store (``master_listen_fd``): the store listens there and nowhere else.
 """
 
 from __future__ import annotations

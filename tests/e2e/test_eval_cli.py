@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -106,6 +109,37 @@ def test_collect_keeps_trajectories(tmp_path):
     for t in trajs:  # the stored actions are the golden solution that was played
         golden = list(pool.get(t.task_id).golden)
         assert [u.action_text for u in t.turns][: len(golden)] == golden
+        # each step keeps the a11y text it acted on and the reply (a golden policy reads no prompt)
+        assert all(u.a11y.startswith('page "') and "\n[" in u.a11y for u in t.turns)
+        assert all(u.response_text == u.action_text for u in t.turns)
+        assert all(u.prompt_text == "" for u in t.turns)
+    _view(tmp_path, trajs[0].turns[0].a11y)
+
+
+def _view(run_dir: Path, a11y: str) -> None:
+    """The quickstart's next command, ``python -m maigym_ray.cli.view RUN_DIR``, serves this run: its episodes,
+    a step's texts and its screenshot (the browser test drives the pages themselves)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "maigym_ray.cli.view", str(run_dir), "--port", str(port)]
+    viewer = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}/api/runs/0"
+    try:
+        assert "viewer on http://127.0.0.1:" in viewer.stdout.readline()  # printed once it listens
+        with urllib.request.urlopen(f"{base}/episodes?sort=order", timeout=30) as r:
+            page = json.load(r)
+        assert page["total"] == 2 and {e["app"] for e in page["episodes"]} == {"calendar"}
+        first = next(e for e in page["episodes"] if e["row"] == 0 and e["part"] == "part-00000.parquet")
+        q = urllib.parse.urlencode({"store": first["store"], "part": first["part"], "row": 0, "step": 0})
+        with urllib.request.urlopen(f"{base}/episode?{q}", timeout=30) as r:
+            step = json.load(r)["turns"][0]
+        assert step["a11y"] == a11y and step["response_text"] == step["action_text"]
+        with urllib.request.urlopen(f"{base}/screenshot?{q}&thumb=1", timeout=30) as r:
+            assert r.read().startswith(b"\x89PNG")
+    finally:
+        viewer.terminate()
+        viewer.wait(timeout=30)
 
 
 @pytest.mark.engine

@@ -60,7 +60,7 @@ def test_every_listener_is_loopback(ray_local):
 
 def test_weight_group_listens_on_loopback_only(ray_local):
     """The weight group's rendezvous store (rank 0) and gloo's pairs bind the node IP Ray gives, 127.0.0.1 on
-    a local Ray, not every interface as torch's TCPStore does by itself (DESIGN.md §10)."""
+    a local Ray, not every interface as torch's TCPStore does by itself (docs/platform-notes.md)."""
     import torch
 
     from maigym_ray.runtime.placement import Placement

@@ -19,7 +19,7 @@ from aiohttp import web
 from PIL import Image, ImageDraw
 
 from maigym_ray.envs.backends.chromium import CHROMIUM_FLAGS, find_chromium
-from maigym_ray.harness.trajectory_store import write_all
+from maigym_ray.harness.trajectory_store import SCHEMA, TURN, to_row, write_all
 from maigym_ray.runtime.evaluation import RESULT_SCHEMA
 from maigym_ray.types import Reward, Trajectory, Turn
 from maigym_ray.viewer.episodes import EpisodeIndex, Filter
@@ -45,7 +45,20 @@ def _png(label: str, color: str) -> bytes:
     return out.getvalue()
 
 
-def _turn(i: int, text: str, parse_error: str = "") -> Turn:
+HEADER = "<|im_start|>system\nYou operate a mobile web device.\nTask: mail bob<|im_end|>\n"
+
+
+def a11y(i: int) -> str:
+    return f'[new] button "New mail"\n[to] textbox "To"\n[item{i}] link "Inbox item {i}"'
+
+
+def obs_turn(i: int) -> str:
+    return f"<|im_start|>user\nStep {i + 1}.\n{a11y(i)}<|im_end|>\n<|im_start|>assistant\n"
+
+
+def _turn(i: int, text: str, parse_error: str = "", reply: str = "", page: str = "") -> Turn:
+    """Step ``i`` of a model episode in one history window: step 0 keeps the whole prompt, later steps keep
+    only their observation turn (what the harness records)."""
     return Turn(
         index=i,
         action_text=text,
@@ -56,7 +69,23 @@ def _turn(i: int, text: str, parse_error: str = "") -> Turn:
         logprobs=(-0.1, -0.2, -0.3),
         screenshot=_png(f"step {i}", "#345"),
         timings={"policy_s": 0.05, "env_s": 0.02, "cached_tokens": 30.0},
+        a11y=a11y(i) + page,
+        prompt_text=(HEADER if i == 0 else "") + obs_turn(i) + page,
+        prompt_continued=i > 0,
+        response_text=reply or f"Thought: step {i}.\nAction: {text}",
     )
+
+
+def write_old_store(directory: Path, trajs: list[Trajectory]) -> None:
+    """A store as written before a11y, prompt and response text were kept (those columns absent)."""
+    text = {"a11y", "response_text", "prompt_text", "prompt_continued"}
+    old_turn = pa.struct([f for f in TURN if f.name not in text])
+    old = pa.schema([pa.field("turns", pa.list_(old_turn)) if f.name == "turns" else f for f in SCHEMA])
+    rows = [to_row(t) for t in trajs]
+    for r in rows:
+        r["turns"] = [{k: v for k, v in u.items() if k not in text} for u in r["turns"]]
+    directory.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(rows, schema=old), directory / "part-00000.parquet")
 
 
 def _traj(eid: str, task: str, success: bool, turns: list[Turn], version: int = 0) -> Trajectory:
@@ -79,7 +108,12 @@ def _collect_run(root: Path) -> Path:
                 _turn(3, 'terminate(status="success")'),
             ],
         ),
-        _traj("ep-evil", "mail-send", False, [_turn(0, EVIL, "unknown action: expected NAME(...)")]),
+        _traj(
+            "ep-evil",
+            "mail-send",
+            False,
+            [_turn(0, EVIL, "unknown action: expected NAME(...)", "Thought: " + EVIL, "\n" + EVIL)],
+        ),
         _traj("ep-notes", "notes-add", False, [_turn(0, 'click(id="new")'), _turn(1, "navigate_back()")]),
     ]
     write_all(run / "trajectories", trajs)
@@ -112,9 +146,12 @@ def _collect_run(root: Path) -> Path:
 
 
 def _train_run(root: Path) -> Path:
-    """A train run: held-out stores, three GRPO rounds, metrics.jsonl and report.json as the driver writes."""
+    """A train run: held-out stores, three GRPO rounds, metrics.jsonl and report.json as the driver writes.
+    Its held-out store predates the text columns."""
     run = root / "train-run"
-    write_all(run / "trajectories" / "eval-before", [_traj("h0", "mail-send", False, [_turn(0, "wait()")])])
+    write_old_store(
+        run / "trajectories" / "eval-before", [_traj("h0", "mail-send", False, [_turn(0, "wait()")])]
+    )
     for r in range(3):
         trajs = [
             _traj(f"r{r}-{k}", "mail-send", k < r + 1, [_turn(0, "click(x=100,y=100)")] * (k + 1), r)
@@ -173,6 +210,13 @@ def test_index_filters_sorts_and_reads_one_step(runs: list[Path]) -> None:
         "to_y": 200,
     }
     assert "screenshot" not in ep["turns"][0]
+    # The texts of one step: the window rebuilt from the step that began it, the reply, the a11y text.
+    one = idx.episode("", "part-00000.parquet", 0, step=1)["turns"]
+    reply0 = "Thought: step 0.\nAction: click(x=500,y=175)"
+    assert one[1]["prompt_text"] == HEADER + obs_turn(0) + reply0 + obs_turn(1)
+    assert (one[1]["a11y"], one[1]["prompt_window_from"]) == (a11y(1), 0)
+    assert "a11y" not in one[0] and "prompt_text" not in one[2]  # other steps ship no texts
+    assert idx.episode("", "part-00000.parquet", 0, step=99)["turns"][3]["a11y"] == a11y(3)
     assert idx.screenshot("", "part-00000.parquet", 0, 1).startswith(b"\x89PNG")
     with pytest.raises(KeyError):
         idx.locate("", "../../etc/passwd")
@@ -188,6 +232,8 @@ def test_index_filters_sorts_and_reads_one_step(runs: list[Path]) -> None:
     assert train.query(Filter(round="2"))["total"] == 4
     assert train.query(Filter(split="heldout"))["total"] == 1
     assert RunDir(runs[1]).rounds()[0]["throughput"] == 2.0
+    old = train.episode("eval-before", "part-00000.parquet", 0, step=0)["turns"][0]  # an older store
+    assert old["action_text"] == "wait()" and not {"a11y", "prompt_text", "response_text"} & set(old)
 
 
 @pytest.fixture
@@ -260,27 +306,48 @@ async def test_browse_filter_step_and_compare(viewer: str, page, runs: list[Path
     assert await page.locator("#overlay").get_attribute("data-kind") == "point"
     marker = page.locator("#overlay .click-marker")
     assert (await marker.get_attribute("cx"), await marker.get_attribute("cy")) == ("50%", "17.5%")
-    assert await page.inner_text("#response") == "click(x=500,y=175)"
+    # The step's texts: the whole reply, the action cut from it, the a11y text and the prompt window.
+    reply0 = "Thought: step 0.\nAction: click(x=500,y=175)"
+    assert await page.text_content("#response") == reply0
+    assert await page.text_content("#action") == "click(x=500,y=175)"
+    assert await page.text_content("#a11y") == a11y(0)
+    assert await page.text_content("#prompt") == HEADER + obs_turn(0)
     assert await page.inner_text("#outcome") == "success"
     assert await page.inner_text("#reason") == "mail sent to bob"
+    assert "mail sent to bob" in await page.inner_text("#verdict")
+    assert await page.inner_text("#parse-error-none") == "none"
     assert await page.locator("#thumbs img").count() == 4
     await _shot(page, "viewer-episode.png", tmp_path)
     await page.click("#next")
     await page.wait_for_function("() => document.body.dataset.ready.endsWith('step=1')")
     assert await page.inner_text("#typed") == "hello bob"
+    # Inside a window the store keeps only the new turn; the page shows the whole window rebuilt.
+    assert await page.text_content("#prompt") == HEADER + obs_turn(0) + reply0 + obs_turn(1)
+    assert "a window that began at step 1" in await page.inner_text("#prompt-tokens")
+    assert await page.text_content("#a11y") == a11y(1)
     await page.click("#next")
     await page.wait_for_function("() => document.body.dataset.ready.endsWith('step=2')")
     assert await page.locator("#overlay .swipe-arrow").count() == 1
     assert await page.get_attribute("#overlay .swipe-arrow", "y2") == "20%"
 
-    # The model's <script> is shown as text and never runs.
+    # A <script> in the model's reply and in the page's a11y text (so in the prompt) is shown as text and
+    # never runs.
     await _open(page, viewer + "#/episodes/0")
     await page.click("text=ep-evil")
     await page.wait_for_function("() => document.getElementById('response') !== null")
-    assert await page.inner_text("#response") == EVIL
+    assert await page.text_content("#response") == "Thought: " + EVIL
+    assert await page.text_content("#action") == EVIL
+    assert await page.text_content("#a11y") == a11y(0) + "\n" + EVIL
+    assert (await page.text_content("#prompt")).endswith(obs_turn(0) + "\n" + EVIL)
     assert await page.inner_text("#parse-error") == "unknown action: expected NAME(...)"
     assert await page.evaluate("() => window.__pwned") is None
     assert await page.locator("#main script, #main img[src=x]").count() == 0
+
+    # A store written before the texts were kept still opens, and says so.
+    await _open(page, viewer + "#/episode/1?store=eval-before&part=part-00000.parquet&row=0")
+    assert await page.text_content("#response") == "wait()"
+    assert (await page.text_content("#a11y")).startswith("not recorded")
+    assert (await page.text_content("#prompt")).startswith("not recorded")
 
     # Compare the two runs: success per task side by side.
     await _open(page, viewer + "#/compare?a=0&b=1")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -70,3 +71,41 @@ def test_readme_is_a_guide() -> None:
         "## Tests",
     ):
         assert heading in text, heading
+
+
+def _readme_commands() -> list[str]:
+    """The commands of the README's Install and Quickstart code blocks (continuation lines joined)."""
+    text = (ROOT / "README.md").read_text()
+    body = text[text.index("## Install") : text.index("## Concepts")]
+    blocks = re.findall(r"```bash\n(.*?)```", body, re.S)
+    lines = "\n".join(blocks).replace("\\\n", " ").splitlines()
+    return [" ".join(line.split()) for line in lines if line.strip() and not line.startswith("#")]
+
+
+def test_every_readme_quickstart_command_names_a_test_that_exists() -> None:
+    commands = _readme_commands()
+    assert len(commands) >= 6 and any("cli.view" in c for c in commands)
+    table = {}
+    testing = (ROOT / "docs" / "testing.md").read_text()
+    for row in re.findall(r"^\| `([^`]+)` \| (.+) \|$", testing, re.M):
+        table[row[0]] = row[1]
+    for cmd in commands:
+        assert cmd in table, f"docs/testing.md names no test for the README command: {cmd}"
+        for path, name in re.findall(r"`(tests/[\w/]+\.py)::(\w+)`", table[cmd]):
+            assert re.search(rf"^(async )?def {name}\(", (ROOT / path).read_text(), re.M), f"{path}::{name}"
+        assert "tests/" in table[cmd] or ".ci/run" in table[cmd]
+
+
+def test_nothing_points_outside_the_repository() -> None:
+    """Code, configs and docs cite files in the repository only (the design notes of the sessions that built it
+    are not shipped)."""
+    outside = re.compile("DESIGN" + r"\.md|\.\./" + "shared")
+    found = [
+        f"{p.relative_to(ROOT)}:{n}"
+        for top in ("README.md", "docs", "maigym_ray", "conf", "launch", "tests", "benchmarks", "scripts")
+        for p in ([ROOT / top] if (ROOT / top).is_file() else (ROOT / top).rglob("*"))
+        if p.is_file() and p.suffix in (".md", ".py", ".yaml", ".yml", ".sh", ".js", ".html")
+        for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1)
+        if outside.search(line)
+    ]
+    assert not found, found

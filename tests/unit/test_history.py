@@ -11,6 +11,7 @@ from maigym_ray.harness.history import (
     context_steps,
     prompt_ids,
     prompt_images,
+    prompt_windows,
     reusable_prefix,
     window_of,
     window_start,
@@ -102,3 +103,10 @@ def test_bad_configs_are_rejected():
         HistoryConfig("window", window_steps=3, window_overlap=3)
     with pytest.raises(ValueError):
         HistoryConfig("lastk")
+
+
+def test_prompt_windows_rebuild_continued_steps_and_say_none_where_unrecorded():
+    steps = [("H|o0|", False, "r0|"), ("o1|", True, "r1|"), ("H|o1|r1|o2|", False, "r2|"), ("o3|", True, "")]
+    assert prompt_windows(steps) == ["H|o0|", "H|o0|r0|o1|", "H|o1|r1|o2|", "H|o1|r1|o2|r2|o3|"]
+    assert prompt_windows([(None, None, None), ("o1|", True, "r1|")]) == [None, None]  # older store
+    assert prompt_windows([("", False, "click()"), ("", False, "wait()")]) == ["", ""]  # no prompt read

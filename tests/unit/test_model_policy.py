@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from maigym_ray.harness.episode import run_episode
-from maigym_ray.harness.history import HistoryConfig, window_of
+from maigym_ray.harness.history import HistoryConfig, prompt_windows, window_of
 from maigym_ray.harness.model_policy import ModelPolicy, action_text
 from maigym_ray.harness.prompt import PromptBuilder
 from maigym_ray.harness.scripted_engine import ScriptedEngine
+from maigym_ray.harness.trajectory_store import load_trajectories, write_all
 from maigym_ray.types import Observation, Reward, StepResult, TaskSpec
 
 pytestmark = pytest.mark.unit
@@ -92,6 +93,30 @@ async def test_step_wise_history_changes_prefix_every_step_past_k():
     assert extends[:2] == [True, True] and not any(extends[2:])
 
 
+@pytest.mark.parametrize("history", [HistoryConfig("window", 10, 2), HistoryConfig("step", last_k=2)])
+async def test_texts_are_stored_compactly_and_rebuild_the_prompt_the_engine_read(history, tmp_path):
+    engine = ScriptedEngine(script, encode, end_ids=encode("<|im_end|>"))
+    traj = await run_episode(CountingEnv(), TASK, ModelPolicy(engine, PromptBuilder(encode), decode, history))
+    write_all(tmp_path, [traj])
+    (stored,) = load_trajectories(tmp_path)
+    assert stored == traj
+    turns = stored.turns
+    windows = prompt_windows((u.prompt_text, u.prompt_continued, u.response_text) for u in turns)
+    for u, w in zip(turns, windows, strict=True):
+        # the rebuilt window is the very prompt the engine read (decode drops the end-of-turn markers)
+        assert w is not None and w.replace("<|im_end|>", "") == decode(list(u.prompt_ids))
+        assert u.a11y == f'[b{u.index}] button "Next {u.index}"'
+    assert turns[0].response_text == 'I will press it.\nAction: click(id="b0")'
+    assert turns[3].response_text == turns[3].action_text == "I am confused"
+    continued = [u.prompt_continued for u in turns]
+    stored_chars, whole_chars = sum(len(u.prompt_text) for u in turns), sum(map(len, windows))
+    if history.strategy == "window":  # a window's text is kept once: each later step adds its turn only
+        assert continued == [t > 0 and window_of(t, 10, 2) == window_of(t - 1, 10, 2) for t in range(26)]
+        assert stored_chars * 3 < whole_chars
+    else:  # step-wise: the window moves every step once it holds k steps
+        assert continued == [t in (1, 2) for t in range(26)]
+
+
 def test_action_text_takes_the_last_action_line():
     assert action_text('think\nAction: click(id="a")\nmore') == 'click(id="a")'
     assert action_text("  wait()  ") == "wait()"
@@ -112,3 +137,26 @@ async def test_context_overflow_ends_the_episode_and_scores_it():
     traj = await run_episode(CountingEnv(), TASK, policy)
     assert 0 < len(traj.turns) < 25 and not traj.infra_failed
     assert traj.error == "prompt too long" and traj.reward.value == 0.0
+
+
+async def test_prompt_text_is_the_decoded_prompt_with_a_real_tokenizer():
+    """With the tiny model's BPE tokenizer, each rebuilt window is what the prompt ids decode to, but for the
+    sampled end-of-turn id after each reply (replies are stored as decoded, special tokens dropped)."""
+    from maigym_ray.policy.engine import resolve_model
+    from maigym_ray.rollout import load_tokenizer
+
+    tok = load_tokenizer(resolve_model("tiny-text"))
+
+    def enc(s: str) -> list[int]:
+        return tok.encode(s, add_special_tokens=False).ids
+
+    def dec(ids: list[int]) -> str:
+        return tok.decode(ids, skip_special_tokens=True)
+
+    engine = ScriptedEngine(script, enc, (tok.token_to_id("<|im_end|>"),))
+    policy = ModelPolicy(engine, PromptBuilder(enc), dec, HistoryConfig("window", 10, 2))
+    turns = (await run_episode(CountingEnv(), TASK, policy)).turns
+    windows = prompt_windows((u.prompt_text, u.prompt_continued, u.response_text) for u in turns)
+    for u, w in zip(turns, windows, strict=True):
+        raw = tok.decode(list(u.prompt_ids), skip_special_tokens=False)
+        assert raw.replace("<|im_end|><|im_start|>user", "<|im_start|>user") == w

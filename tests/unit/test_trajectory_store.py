@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from maigym_ray.harness.trajectory_store import SCHEMA, TrajectoryWriter, load_trajectories, write_all
+from maigym_ray.harness.trajectory_store import (
+    SCHEMA,
+    TURN,
+    TrajectoryWriter,
+    load_trajectories,
+    to_row,
+    write_all,
+)
 from maigym_ray.types import Action, Reward, Trajectory, Turn
 
 pytestmark = pytest.mark.unit
@@ -22,6 +31,9 @@ def traj(i: int, infra: bool = False) -> Trajectory:
             (-0.5, -0.25),
             b"png",
             {"policy_s": 0.1, "env_s": 0.2, "cached_tokens": 32.0},
+            a11y='[a] button "A"',
+            prompt_text="<system>task</system><user>[a] button</user>",
+            response_text='Thought: press A.\nAction: click(id="a")',
         ),
         Turn(
             1,
@@ -33,6 +45,10 @@ def traj(i: int, infra: bool = False) -> Trajectory:
             (-1.0,),
             b"",
             {"policy_s": 0.0, "env_s": 0.1, "cached_tokens": 0.0},
+            a11y='[a] button "A"\n[b] link "<script>x</script>"',
+            prompt_text="<user>[b] link</user>",
+            prompt_continued=True,
+            response_text="oops(",
         ),
     )
     reward = Reward(0.0, False, "infrastructure failure", True) if infra else Reward(1.0, True, "ok")
@@ -124,3 +140,18 @@ def test_a_failed_write_leaves_no_part_behind(tmp_path, monkeypatch) -> None:
     with pytest.raises(OSError, match="No space"):
         w.flush()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_store_written_before_the_text_columns_still_reads(tmp_path):
+    """Parts written before a11y, prompt and response text were kept load with those fields empty."""
+    text = {"a11y", "response_text", "prompt_text", "prompt_continued"}
+    old_turn = pa.struct([f for f in TURN if f.name not in text])
+    old = pa.schema([pa.field("turns", pa.list_(old_turn)) if f.name == "turns" else f for f in SCHEMA])
+    row = to_row(traj(0))
+    row["turns"] = [{k: v for k, v in u.items() if k not in text} for u in row["turns"]]
+    pq.write_table(pa.Table.from_pylist([row], schema=old), tmp_path / "part-00000.parquet")
+    (t,) = load_trajectories(tmp_path)
+    assert [(u.a11y, u.prompt_text, u.prompt_continued, u.response_text) for u in t.turns] == [
+        ("", "", False, "")
+    ] * 2
+    assert t.turns[0].prompt_ids == (1, 2, 3) and t.turns[1].parse_error == "unknown action"

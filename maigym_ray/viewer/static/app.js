@@ -181,9 +181,10 @@ function drawOverlay(o) {
 }
 
 async function pageEpisode(main, id, q) {
-  const ep = await api(`/api/runs/${id}/episode?${new URLSearchParams({ store: q.get("store") || "", part: q.get("part") || "", row: q.get("row") || "0" })}`);
+  const want = Math.max(0, Number(q.get("step") || 0));
+  const ep = await api(`/api/runs/${id}/episode?${new URLSearchParams({ store: q.get("store") || "", part: q.get("part") || "", row: q.get("row") || "0", step: want })}`);
   const n = ep.turns.length;
-  const step = Math.min(Math.max(0, Number(q.get("step") || 0)), Math.max(0, n - 1));
+  const step = Math.min(want, Math.max(0, n - 1));
   const shotUrl = (k, thumb) => `/api/runs/${id}/screenshot?${new URLSearchParams({ store: ep.store, part: ep.part, row: ep.row, step: k, thumb: thumb ? 1 : 0 })}`;
   const goStep = (k) => { const nq = new URLSearchParams(q); nq.set("step", k); go(`/episode/${id}`, nq); };
   main.append(el("h2", {}, `Episode ${ep.episode_id}`));
@@ -207,13 +208,28 @@ async function pageEpisode(main, id, q) {
     typed.style.top = `${(t.overlay.y ?? 20) / 10 + 3}%`;
     shot.append(typed);
   }
+  // A text is undefined where the store predates its column, null where it could not be rebuilt, "" where
+  // the policy had none (golden and random policies read no prompt).
+  const text = (v, none) => (v === undefined || v === null ? null : v || none);
+  const NOT_RECORDED = "not recorded (this run's store predates the column)";
   const d = el("div", { class: "details" });
-  d.append(el("h3", {}, "Model response (action)"), el("pre", { id: "response" }, t.response_text ?? t.action_text));
-  if (t.response_text !== undefined) d.append(el("h3", {}, "Parsed action"), el("pre", {}, t.action_text));
-  d.append(el("p", {}, "drawn: ", el("b", { id: "overlay-label" }, t.overlay.label)));
-  if (t.parse_error) d.append(el("h3", {}, "Parse error"), el("pre", { class: "perr", id: "parse-error" }, t.parse_error));
-  d.append(el("h3", {}, "Accessibility text"), el("pre", { id: "a11y" }, t.a11y ?? "(not recorded in this run's store)"));
-  d.append(el("h3", {}, "Prompt window"), el("pre", { id: "prompt" }, t.prompt_text ?? `${t.prompt_tokens} prompt tokens (${t.cached_tokens} from the prefix cache); ${t.response_tokens} response tokens. The store keeps token ids, not text.`));
+  d.append(el("h3", {}, "Reward and verifier"), el("p", { id: "verdict" },
+    el("b", {}, ep.outcome), ` · return ${fmt(ep.reward)} · `, el("span", {}, ep.reason || "(no reason given)"),
+    ep.error ? el("span", { class: "perr" }, ` · ${ep.error}`) : null,
+    step + 1 < n ? el("span", { class: "muted" }, " (scored after the last step)") : null));
+  const reply = text(t.response_text, "");
+  d.append(el("h3", {}, "Model response"), el("pre", { id: "response" }, reply || t.action_text));
+  d.append(el("h3", {}, "Parsed action"), el("pre", { id: "action" }, t.action_text),
+    el("p", {}, "drawn: ", el("b", { id: "overlay-label" }, t.overlay.label)));
+  d.append(el("h3", {}, "Parse error"), t.parse_error
+    ? el("pre", { class: "perr", id: "parse-error" }, t.parse_error)
+    : el("p", { class: "muted", id: "parse-error-none" }, "none"));
+  d.append(el("h3", {}, "Accessibility text"), el("pre", { id: "a11y" }, text(t.a11y, "(empty)") ?? NOT_RECORDED));
+  const from = t.prompt_window_from;
+  const began = from !== undefined && from < step ? `, a window that began at step ${from + 1}` : "";
+  d.append(el("h3", {}, "Prompt window"), el("p", { class: "muted", id: "prompt-tokens" },
+    `${t.prompt_tokens} prompt tokens (${t.cached_tokens} from the prefix cache)${began}; ${t.response_tokens} response tokens`));
+  d.append(el("pre", { id: "prompt" }, text(t.prompt_text, "(none: this policy reads no prompt)") ?? NOT_RECORDED));
   d.append(el("p", { class: "muted" }, `policy ${fmt(t.policy_s)} s, env ${fmt(t.env_s)} s`));
   main.append(el("div", { class: "step" }, shot, d));
   const thumbs = el("div", { class: "thumbs", id: "thumbs" });

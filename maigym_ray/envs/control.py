@@ -95,6 +95,8 @@ class ControlPlane:
         self._demand: Counter[str] = Counter()
         self._counts: dict[str, Counter[str]] = {p: Counter() for p in pools}
         self._health: dict[str, deque[str]] = {p: deque() for p in pools}
+        #: actors a rebuild did not take back because they are due for recycling (the driver kills them).
+        self.retired: list[ActorState] = []
 
     # -- states ---------------------------------------------------------------------------------------------
     def _set(self, inst: Instance, state: str) -> None:
@@ -358,7 +360,8 @@ class ControlPlane:
         its lease when ``held`` (lease -> instance id, what the lease holders still hold) names it, else idle
         (or starting); instances whose actor is gone are not taken back (the plan re-provisions them), and
         a held lease whose actor is gone comes back as a broken instance, so its holder gets a clear error
-        and its release is still accepted."""
+        and its release is still accepted. Idle actors due for recycling are left out and listed in
+        ``retired``, for the driver to kill."""
         plane = cls(pools, clock, prefix, on_idle)
         lease_of = {iid: lease for lease, iid in held.items()}
         for a in actors:
@@ -373,7 +376,13 @@ class ControlPlane:
                 plane.leases[lease] = a.id
                 plane._set(inst, "busy")
             elif a.state == "up":
-                plane._set(inst, "idle")
+                recycle = plane.pools[a.pool].recycle_after
+                if recycle and a.episodes >= recycle:  # due for recycling: the driver kills it
+                    plane._forget(inst)
+                    plane.retired.append(a)
+                    plane.counters["recycled"] += 1
+                else:
+                    plane._set(inst, "idle")
         for iid, lease in lease_of.items():  # held, but its actor died with the old plane
             pool = iid.removeprefix(prefix).rsplit("-", 1)[0]
             if pool in pools:

@@ -206,6 +206,8 @@ class ControlPlane:
             raise ConfigError(f"request for {n} instances exceeds pool {pool!r} max_size")
         w = Waiter(pool, n, self.clock())
         queue = self._waiters[pool]
+        while queue and (queue[0].cancelled or queue[0].done):  # callers that gave up leave lazily
+            queue.popleft()
         if not queue:
             while len(w.leases) < n:
                 lease = self.try_lease(pool)

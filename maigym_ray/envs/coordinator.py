@@ -105,7 +105,10 @@ class Coordinator:
         if n > self.pools[pool].max_size:
             raise ConfigError(f"request for {n} instances exceeds pool {pool!r} max_size")
         w = Waiter(pool, n, self.clock())
-        if not self._waiters[pool]:
+        queue = self._waiters[pool]
+        while queue and (queue[0].cancelled or queue[0].done):  # callers that gave up leave lazily
+            queue.popleft()
+        if not queue:
             while len(w.leases) < n:
                 lease = self._take(pool)
                 if lease is None:

@@ -275,8 +275,38 @@ class EnvManagerConfig:
     request_timeout_s: float = 120.0
     #: seconds between health checks of idle instances.
     health_interval_s: float = 5.0
+    #: idle instances health-checked per pool per round, in rotation (0 = every idle instance every round;
+    #: at thousands of instances a bound keeps one round's fan-out flat).
+    health_batch: int = 0
     #: how many times a failed instance start is retried before the pool reports it.
     start_retries: int = 3
+
+
+@dataclass
+class ShardingConfig:
+    """How the control plane is split into shards behind a coordinator (maigym_ray/envs/coordinator.py).
+
+    Every pool's ``target_size`` and ``max_size`` are split evenly over the shards; each shard owns its own
+    instances (in a cluster: the hosts of its nodes), and the coordinator routes every lease to a shard with
+    an idle instance and every release to the shard named in the lease id."""
+
+    #: number of shards; 0 = as many as it takes to keep ``instances_per_shard`` or fewer in each.
+    shards: int = 0
+    #: the most instances (summed ``max_size`` of the pools) one shard holds when ``shards`` is 0.
+    instances_per_shard: int = 2500
+    #: seconds a caller waits in the coordinator's FIFO queue when no shard has an idle instance, before the
+    #: request fails as EnvUnavailableError.
+    request_timeout_s: float = 120.0
+
+
+def validate_sharding(cfg: ShardingConfig) -> None:
+    """Checks a ShardingConfig, raising :class:`ConfigError` naming the field."""
+    if cfg.shards < 0:
+        raise ConfigError(f"sharding.shards={cfg.shards}: need >= 0 (0 = from instances_per_shard)")
+    if cfg.instances_per_shard < 1:
+        raise ConfigError(f"sharding.instances_per_shard={cfg.instances_per_shard}: need >= 1")
+    if not cfg.request_timeout_s > 0:
+        raise ConfigError(f"sharding.request_timeout_s={cfg.request_timeout_s}: need > 0")
 
 
 @dataclass
@@ -371,3 +401,5 @@ def validate_manager_config(cfg: EnvManagerConfig) -> None:
             )
         if not 0 <= pool.target_size <= pool.max_size or pool.max_size < 1:
             raise ConfigError(f"env.pools.{name}: need 0 <= target_size <= max_size and max_size >= 1")
+    if cfg.health_batch < 0:
+        raise ConfigError(f"env.health_batch={cfg.health_batch}: need >= 0 (0 checks every idle instance)")

@@ -15,9 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
-from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
 import ray
@@ -25,15 +22,14 @@ from ray.exceptions import GetTimeoutError, RayActorError
 
 from maigym_ray.config import BROWSER_BACKENDS, EnvManagerConfig, PoolConfig, validate_manager_config
 from maigym_ray.envs.actor import EnvActor
+from maigym_ray.envs.control import ControlPlane, Instance
 from maigym_ray.envs.metrics import LatencyHistogram
 from maigym_ray.envs.node_services import NodeServices
 from maigym_ray.errors import (
     BackendError,
-    ConfigError,
     EnvTimeoutError,
     EnvUnavailableError,
     InfraError,
-    LeaseError,
     TaskError,
 )
 from maigym_ray.tasks.pool import TaskPool
@@ -47,19 +43,19 @@ def _default_actor_options(pool: PoolConfig) -> dict[str, Any]:
     return dict(num_cpus=pool.num_cpus, max_concurrency=8, runtime_env={"env_vars": dict(pool.env_vars)})
 
 
-@dataclass
-class _Instance:
-    id: str
-    pool: str
-    handle: Any
-    state: str = "starting"  # starting | idle | busy | broken
-    episodes: int = 0
-    lease: str | None = None
-    pid: int = 0
+def _kill_actor(handle: Any) -> None:
+    try:
+        ray.kill(handle, no_restart=True)
+    except Exception:
+        pass
 
 
 class EnvManager:
-    """Leases environment instances and exposes request, observe, reset, step, evaluate and release."""
+    """Leases environment instances and exposes request, observe, reset, step, evaluate and release.
+
+    The bookkeeping (instances, leases, warm targets, the FIFO queue of waiting callers, health rotation,
+    recycling) is a :class:`~maigym_ray.envs.control.ControlPlane`; this actor starts, checks and kills the
+    env actors it decides about, and waits."""
 
     def __init__(
         self,
@@ -76,12 +72,10 @@ class EnvManager:
         self._actor_options = actor_options or {}
         self._node_options = node_options or {"max_concurrency": 1000}
         self.tasks = tasks or TaskPool([])
-        self._instances: dict[str, _Instance] = {}
-        self._leases: dict[str, str] = {}
-        self._demand: Counter[str] = Counter()
+        self.plane = ControlPlane(cfg.pools)
+        self._counters = self.plane.counters
         self._changed = asyncio.Condition()
         self._hists: dict[str, LatencyHistogram] = {}
-        self._counters: Counter[str] = Counter()
         self._node: Any = None
         self._loops: list[asyncio.Task[None]] = []
         self._creating: set[asyncio.Task[None]] = set()
@@ -124,15 +118,11 @@ class EnvManager:
     async def wait_ready(self, timeout_s: float | None = None) -> None:
         """Waits until every pool has ``target_size`` idle instances."""
         deadline = time.monotonic() + (timeout_s or self.cfg.start_timeout_s * 2)
-
-        def full() -> bool:
-            return all(self._count(name, "idle") >= p.target_size for name, p in self.cfg.pools.items())
-
         async with self._changed:
-            while not full():
+            while not self.plane.full():
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise EnvUnavailableError(f"warm pools not full after waiting: {self._pool_sizes()}")
+                    raise EnvUnavailableError(f"warm pools not full after waiting: {self.plane.sizes()}")
                 try:
                     await asyncio.wait_for(self._changed.wait(), left)
                 except TimeoutError:
@@ -143,7 +133,8 @@ class EnvManager:
         self._closing = True
         for t in self._loops:
             t.cancel()
-        await asyncio.gather(*(self._kill(inst, graceful=True) for inst in list(self._instances.values())))
+        insts = [self.plane.forget(iid) for iid in list(self.plane.instances)]
+        await asyncio.gather(*(self._kill(inst.handle, graceful=True) for inst in insts if inst))
         if self._node is not None:
             try:
                 await asyncio.wait_for(self._node.stop.remote(), 10)
@@ -152,32 +143,12 @@ class EnvManager:
             ray.kill(self._node)
 
     # -- pools ----------------------------------------------------------------------------------------------
-    def _count(self, pool: str, state: str) -> int:
-        return sum(1 for i in self._instances.values() if i.pool == pool and i.state == state)
-
-    def _pool_sizes(self) -> dict[str, dict[str, int]]:
-        out: dict[str, dict[str, int]] = {}
-        for name in self.cfg.pools:
-            sizes = {s: self._count(name, s) for s in ("starting", "idle", "busy", "broken")}
-            sizes["size"] = sum(sizes.values())
-            out[name] = sizes
-        return out
-
-    def _pool_for(self, platform: str) -> str:
-        for name, p in self.cfg.pools.items():
-            if p.platform == platform:
-                return name
-        valid = sorted({p.platform for p in self.cfg.pools.values()})
-        raise ConfigError(f"no pool serves platform {platform!r}; configured platforms: {', '.join(valid)}")
-
     async def _provision_loop(self) -> None:
         while not self._closing:
-            for name, pool in self.cfg.pools.items():
-                live = sum(1 for i in self._instances.values() if i.pool == name and i.state != "broken")
-                idle_or_starting = self._count(name, "idle") + self._count(name, "starting")
-                want = max(pool.target_size, self._demand[name]) - idle_or_starting
-                for _ in range(max(0, min(want, pool.max_size - live))):
-                    task = asyncio.ensure_future(self._create(name, pool))
+            for name, n in self.plane.provision_plan().items():
+                for _ in range(n):
+                    inst = self.plane.new_instance(name)
+                    task = asyncio.ensure_future(self._create(inst))
                     self._creating.add(task)  # keep a reference: the loop only holds tasks weakly
                     task.add_done_callback(self._creating.discard)
             async with self._changed:
@@ -186,44 +157,38 @@ class EnvManager:
                 except TimeoutError:
                     pass
 
-    async def _create(self, name: str, pool: PoolConfig) -> None:
-        iid = f"{name}-{uuid.uuid4().hex[:8]}"
+    async def _create(self, inst: Instance) -> None:
+        pool = self.cfg.pools[inst.pool]
         handle = (
             ray.remote(EnvActor)
-            .options(**self._actor_options.get(name, _default_actor_options(pool)))
+            .options(**self._actor_options.get(inst.pool, _default_actor_options(pool)))
             .remote()
         )
-        inst = _Instance(iid, name, handle)
-        self._instances[iid] = inst
+        inst.handle = handle
         t0 = time.perf_counter()
         try:
             info = await asyncio.wait_for(
-                handle.start.remote(iid, pool, self.cfg.apps, self.cfg.app_bind, self._node),
+                handle.start.remote(inst.id, pool, self.cfg.apps, self.cfg.app_bind, self._node),
                 self.cfg.start_timeout_s,
             )
-            inst.pid = info["pid"]
-            inst.state = "idle"
-            self._counters["started"] += 1
-            self._hist("start").observe(time.perf_counter() - t0)
+            if self.plane.started(inst.id, info["pid"]):
+                self._hist("start").observe(time.perf_counter() - t0)
+            else:  # forgotten while it started (shutdown)
+                _kill_actor(handle)
         except Exception as exc:  # any start failure: drop it; the loop retries with a fresh actor
-            self._counters["start_failures"] += 1
-            self._counters[f"start_failure:{type(exc).__name__}"] += 1
-            self._instances.pop(iid, None)
-            ray.kill(handle, no_restart=True)
+            self.plane.start_failed(inst.id, type(exc).__name__)
+            _kill_actor(handle)
             await asyncio.sleep(min(5.0, 0.5 * self._counters["start_failures"]))
         await self._notify()
 
-    async def _kill(self, inst: _Instance, graceful: bool = False) -> None:
-        self._instances.pop(inst.id, None)
-        if graceful:
+    async def _kill(self, handle: Any, graceful: bool = False) -> None:
+        if graceful and handle is not None:
             try:
-                await asyncio.wait_for(inst.handle.close.remote(), 5)
+                await asyncio.wait_for(handle.close.remote(), 5)
             except Exception:
                 pass
-        try:
-            ray.kill(inst.handle, no_restart=True)
-        except Exception:
-            pass
+        if handle is not None:
+            _kill_actor(handle)
 
     async def _notify(self) -> None:
         async with self._changed:
@@ -233,114 +198,76 @@ class EnvManager:
         while not self._closing:
             await asyncio.sleep(self.cfg.health_interval_s)
             await self._ensure_node_services()
-            idle = [i for i in self._instances.values() if i.state == "idle"]
+            idle = self.plane.health_batch(self.cfg.health_batch)
             results = await asyncio.gather(*(self._healthy(i) for i in idle))
             for inst, ok in zip(idle, results, strict=True):
-                if not ok and inst.state == "idle":
-                    self._counters["health_failures"] += 1
-                    await self._replace(inst, "health check failed")
+                gone = self.plane.health_result(inst.id, ok)
+                if gone is not None:
+                    await self._kill(gone.handle)
+                    await self._notify()
 
-    async def _healthy(self, inst: _Instance) -> bool:
+    async def _healthy(self, inst: Instance) -> bool:
         try:
             return bool(await asyncio.wait_for(inst.handle.health.remote(), 5))
         except Exception:
             return False
 
-    async def _replace(self, inst: _Instance, why: str) -> None:
-        """Takes a failed instance out of service; the provisioning loop starts its replacement."""
-        inst.state = "broken"
-        self._counters["replaced"] += 1
-        self._counters[f"replaced:{why.split(':')[0]}"] += 1
-        if inst.lease is None:
-            await self._kill(inst)
-        else:  # keep the record so the lease holder gets a clear error; kill the actor now
-            try:
-                ray.kill(inst.handle, no_restart=True)
-            except Exception:
-                pass
-        await self._notify()
+    async def _replace(self, inst: Instance, why: str) -> None:
+        """Takes a failed instance out of service and kills its actor; the provisioning loop replaces it."""
+        if self.plane.replace(inst.id, why) is not None:
+            await self._kill(inst.handle)
+            await self._notify()
 
     # -- leases ---------------------------------------------------------------------------------------------
     async def request(self, n: int = 1, platform: str = "web", timeout_s: float | None = None) -> list[str]:
-        """Leases ``n`` instances of ``platform``; waits (provisioning on demand) up to the request timeout."""
-        name = self._pool_for(platform)
-        if n > self.cfg.pools[name].max_size:
-            raise ConfigError(f"request for {n} instances exceeds pool {name!r} max_size")
-        deadline = time.monotonic() + (timeout_s or self.cfg.request_timeout_s)
-        leases: list[str] = []
-        self._demand[name] += n
+        """Leases ``n`` instances of ``platform``; waits in order (provisioning on demand) up to the timeout."""
+        name = self.plane.pool_for(platform)
         t0 = time.perf_counter()
-        try:
-            async with self._changed:
-                self._changed.notify_all()
-                while len(leases) < n:
-                    for inst in self._instances.values():
-                        if len(leases) < n and inst.pool == name and inst.state == "idle":
-                            lease = uuid.uuid4().hex
-                            inst.state, inst.lease = "busy", lease
-                            self._leases[lease] = inst.id
-                            leases.append(lease)
-                            self._demand[name] -= 1
-                    if len(leases) < n:
-                        left = deadline - time.monotonic()
-                        if left <= 0:
-                            raise EnvUnavailableError(
-                                f"only {len(leases)} of {n} {platform} instances free after waiting; "
-                                f"pool: {self._pool_sizes()[name]}"
-                            )
-                        try:
-                            await asyncio.wait_for(self._changed.wait(), left)
-                        except TimeoutError:
-                            pass
-        except BaseException:
-            for lease in leases:
-                await self.release(lease)
-            raise
-        finally:
-            self._demand[name] -= n - len(leases)
+        w = self.plane.request(name, n)
+        if not w.done:
+            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            w.on_done = lambda _: done.done() or done.set_result(None)
+            await self._notify()  # the provisioning loop starts instances for the queued demand
+            try:
+                await asyncio.wait_for(done, timeout_s or self.cfg.request_timeout_s)
+            except TimeoutError:
+                if not w.done:
+                    granted = len(w.leases)
+                    self.plane.cancel(w)
+                    await self._notify()
+                    raise EnvUnavailableError(
+                        f"only {granted} of {n} {platform} instances free after waiting; "
+                        f"pool: {self.plane.sizes()[name]}"
+                    ) from None
+            except BaseException:
+                self.plane.cancel(w)
+                for lease in list(w.leases) if w.done else []:
+                    await self.release(lease)
+                raise
         self._hist("request").observe(time.perf_counter() - t0)
-        return leases
-
-    def _inst(self, lease: str) -> _Instance:
-        iid = self._leases.get(lease)
-        if iid is None:
-            raise LeaseError(f"unknown or released lease {lease!r}")
-        inst = self._instances.get(iid)
-        if inst is None or inst.state == "broken":
-            raise EnvUnavailableError(
-                f"the instance behind lease {lease[:8]} failed and was replaced; release it"
-            )
-        return inst
+        return list(w.leases)
 
     async def release(self, lease: str) -> None:
         """Returns an instance; recycles it after ``recycle_after`` episodes; forgets a broken one."""
-        iid = self._leases.pop(lease, None)
-        if iid is None:
-            return
-        inst = self._instances.get(iid)
+        outcome, inst = self.plane.release(lease)
         if inst is None:
             return
-        inst.lease = None
-        pool = self.cfg.pools[inst.pool]
-        if inst.state == "broken":
-            await self._kill(inst)
-        elif pool.recycle_after and inst.episodes >= pool.recycle_after:
-            self._counters["recycled"] += 1
-            await self._kill(inst, graceful=True)
-        else:
-            inst.state = "idle"
+        if outcome == "recycle":
+            await self._kill(inst.handle, graceful=True)
+        elif outcome == "drop":
+            await self._kill(inst.handle)
         await self._notify()
 
     async def report_failure(self, lease: str, reason: str) -> None:
         """A caller on the direct path saw the leased instance fail: take it out of service and replace it."""
-        iid = self._leases.get(lease)
-        inst = self._instances.get(iid) if iid else None
-        if inst is not None and inst.state != "broken":
-            await self._replace(inst, f"reported:{reason}")
+        inst = self.plane.report_failure(lease, reason)
+        if inst is not None:
+            await self._kill(inst.handle)
+            await self._notify()
 
     async def actor(self, lease: str) -> Any:
         """The leased instance's EnvActor handle, for callers that talk to it directly."""
-        return self._inst(lease).handle
+        return self.plane.lookup(lease).handle
 
     # -- the five operations --------------------------------------------------------------------------------
     def _hist(self, op: str) -> LatencyHistogram:
@@ -349,7 +276,7 @@ class EnvManager:
         return self._hists[op]
 
     async def _call(self, lease: str, op: str, timeout_s: float, *args: Any) -> Any:
-        inst = self._inst(lease)
+        inst = self.plane.lookup(lease)
         t0 = time.perf_counter()
         try:
             return await asyncio.wait_for(getattr(inst.handle, op).remote(*args), timeout_s)
@@ -377,8 +304,7 @@ class EnvManager:
     async def reset(self, lease: str, task: TaskSpec | str) -> Observation:
         """Resets the leased instance to ``task`` (a TaskSpec, or the id of a task in the manager's pool)."""
         spec = self.tasks.get(task) if isinstance(task, str) else task
-        inst = self._inst(lease)
-        inst.episodes += 1
+        self.plane.begin_episode(lease)
         return await self._call(lease, "reset", self.cfg.reset_timeout_s, spec)
 
     async def observe(self, lease: str) -> Observation:
@@ -401,7 +327,7 @@ class EnvManager:
     async def metrics(self) -> dict[str, Any]:
         """Pool sizes, counters and per-operation latency histograms."""
         return {
-            "pools": self._pool_sizes(),
+            "pools": self.plane.sizes(),
             "counters": dict(self._counters),
             "latency": {op: h.summary() for op, h in self._hists.items()},
         }
@@ -417,7 +343,7 @@ class EnvManager:
                 "episodes": i.episodes,
                 "leased": i.lease is not None,
             }
-            for i in self._instances.values()
+            for i in self.plane.instances.values()
         ]
 
     async def service_pids(self) -> dict[str, int]:

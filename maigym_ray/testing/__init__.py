@@ -5,6 +5,9 @@
   can die or hang.
 - :mod:`maigym_ray.testing.fake_device` and :mod:`maigym_ray.testing.standin`: the Android fake adb device and
   its stand-in container image.
+- :mod:`maigym_ray.testing.sim_clock`, :mod:`maigym_ray.testing.sim_backend` and
+  :mod:`maigym_ray.testing.scale_sim`: a discrete-event clock, simulated instances on simulated hosts, and the
+  sharded control plane driven by simulated callers (benchmarks/scale_sim.py).
 """
 
 from maigym_ray.testing.fake_backend import FAULT_KINDS, FAULT_OPS, FakeBackend, fake_task, plant_fault

@@ -107,3 +107,18 @@ async def test_an_instance_is_recycled_after_n_episodes(fake_manager):
     insts = await idle(m)
     assert iid not in {i["id"] for i in insts}
     assert (await m.metrics.remote())["counters"]["recycled"] >= 1
+
+
+async def test_a_waiting_request_gets_the_next_released_instance(fake_manager):
+    m, _ = fake_manager
+    await idle(m)
+    held = await m.request.remote(3, "web")  # max_size 3: the pool is now all busy
+    waiting = m.request.remote(1, "web", timeout_s=10.0)
+    await asyncio.sleep(0.5)
+    await m.release.remote(held[0])
+    (lease,) = await waiting  # the released instance (or, if due for recycling, its replacement)
+    iids = {i["id"] for i in await m.instances.remote()}
+    assert len(iids) == 3
+    for other in (lease, *held[1:]):
+        await m.release.remote(other)
+    assert (await m.metrics.remote())["counters"]["queued"] >= 1

@@ -36,10 +36,47 @@ def load_tokenizer(model_dir: str) -> Any:
     return Tokenizer.from_file(str(path))
 
 
+#: Suites whose golden solutions depend on the screen (a MiniWoB++ page draws its task at random from the
+#: seed), by task tag: the scripted policy that plays them, as "module:Class" (imported on first use).
+SCRIPTED_GOLDENS: dict[str, str] = {"miniwob": "maigym_ray.suites.miniwob_solutions:MiniwobScriptedPolicy"}
+
+
+class SuiteGoldenPolicy:
+    """The golden policy: a task's fixed golden actions, or for a suite task without them (its first tag in
+    :data:`SCRIPTED_GOLDENS`) that suite's scripted solution."""
+
+    def __init__(self) -> None:
+        self._golden = GoldenPolicy()
+        self._scripted: dict[str, Any] = {}
+        self._episodes: dict[str, Any] = {}
+
+    def _for(self, task: TaskSpec) -> Any:
+        suite = task.tags[0] if task.tags else ""
+        if task.golden or suite not in SCRIPTED_GOLDENS:
+            return self._golden
+        if suite not in self._scripted:
+            import importlib
+
+            module, _, name = SCRIPTED_GOLDENS[suite].partition(":")
+            self._scripted[suite] = getattr(importlib.import_module(module), name)()
+        return self._scripted[suite]
+
+    async def act(self, task: TaskSpec, observation: Any, step: int, episode_id: str = "") -> Any:
+        policy = self._for(task)
+        self._episodes[episode_id] = policy
+        return await policy.act(task, observation, step, episode_id)
+
+    def end_episode(self, episode_id: str) -> None:
+        """Lets a scripted policy forget the episode (run_episode calls it)."""
+        end = getattr(self._episodes.pop(episode_id, None), "end_episode", None)
+        if end is not None:
+            end(episode_id)
+
+
 def make_policy(cfg: PolicyConfig, engines: list[Any] | None = None) -> PolicyClient:
     """The policy ``cfg`` names; model policies use ``engines`` (engine actor handles) or an OpenAI server."""
     if cfg.kind == "golden":
-        return GoldenPolicy()
+        return SuiteGoldenPolicy()
     if cfg.kind == "random":
         return RandomPolicy(cfg.seed)
     if cfg.kind not in ("engine", "openai", "demo"):

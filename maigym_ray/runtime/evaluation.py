@@ -12,7 +12,7 @@ import asyncio
 import json
 import time
 from collections import defaultdict
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from maigym_ray.config import POLICY_KINDS, check_choice, validate_manager_confi
 from maigym_ray.durable import atomic_write_text
 from maigym_ray.errors import ConfigError
 from maigym_ray.rates import fmt_rate, rate
-from maigym_ray.runtime.pools import load_tasks, synthesis_stage
+from maigym_ray.runtime.pools import env_for_pool, load_tasks, synthesis_stage
 from maigym_ray.runtime.schema import EvalConfig
 from maigym_ray.types import TaskSpec, Trajectory
 
@@ -123,6 +123,7 @@ async def evaluate(
     from maigym_ray.rollout import Finished, run_rollouts
     from maigym_ray.runtime.session import Session
 
+    cfg = replace(cfg, env=env_for_pool(cfg.env, cfg.tasks.pool))  # a suite's tasks run on its backend kind
     validate_manager_config(cfg.env)
     check_choice("policy.kind", cfg.policy.kind, POLICY_KINDS)
     session = Session(cfg.ray, cfg.env, cfg.policy, cfg.topology)  # an impossible topology fails here

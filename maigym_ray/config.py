@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from maigym_ray.errors import ConfigError
 from maigym_ray.harness.history import HistoryConfig
 from maigym_ray.harness.model_policy import SamplingConfig
-from maigym_ray.harness.prompt import PromptConfig
+from maigym_ray.harness.prompt import ChatConfig, PromptConfig
 from maigym_ray.policy.engine import EngineConfig
 
 #: backend kinds that drive a Chromium page (and so share the node's browser when web.browser is "shared").
@@ -307,6 +307,11 @@ class PolicyConfig:
     #: kind "openai": the server's base URL (…/v1), model name and tokenizer directory ("" = engine.model).
     openai_base_url: str = "http://127.0.0.1:8000/v1"
     openai_model: str = ""
+    #: kind "openai": the NAME of the environment variable that holds the server's API key ("" = no key). The
+    #: key itself never goes into a config file, a log or a run directory.
+    openai_api_key_env: str = ""
+    #: the model's chat markup around system, user and assistant turns (model kinds: engine, openai, demo).
+    chat: ChatConfig = field(default_factory=ChatConfig)
     #: the token that ends a model turn (kind "demo" closes every golden response with it).
     end_of_turn: str = "<|im_end|>"
 

@@ -73,6 +73,31 @@ class SuiteGoldenPolicy:
             end(episode_id)
 
 
+def api_key_from_env(name: str) -> str:
+    """The API key in environment variable ``name`` ("" for no name); a named variable that is unset or empty
+    is a ConfigError (a server that needs the key would otherwise answer 401 on every episode)."""
+    if not name:
+        return ""
+    import os
+
+    key = os.environ.get(name, "")
+    if not key:
+        raise ConfigError(f"policy.openai_api_key_env={name!r}: that environment variable is not set")
+    return key
+
+
+def check_model_settings(cfg: PolicyConfig) -> None:
+    """Fails fast (ConfigError), before any episode, on a model policy's bad chat format or missing API key."""
+    if cfg.kind not in ("engine", "openai", "demo"):
+        return
+    try:
+        cfg.chat.build()
+    except ValueError as exc:
+        raise ConfigError(f"policy.{exc}") from exc
+    if cfg.kind == "openai":
+        api_key_from_env(cfg.openai_api_key_env)
+
+
 def make_policy(cfg: PolicyConfig, engines: list[Any] | None = None) -> PolicyClient:
     """The policy ``cfg`` names; model policies use ``engines`` (engine actor handles) or an OpenAI server."""
     if cfg.kind == "golden":
@@ -86,7 +111,11 @@ def make_policy(cfg: PolicyConfig, engines: list[Any] | None = None) -> PolicyCl
     from maigym_ray.policy.engine import resolve_model
 
     tok = load_tokenizer(resolve_model(cfg.engine.model))
-    builder = PromptBuilder(lambda s: tok.encode(s, add_special_tokens=False).ids, cfg.prompt)
+    try:
+        chat = cfg.chat.build()
+    except ValueError as exc:
+        raise ConfigError(f"policy.{exc}") from exc
+    builder = PromptBuilder(lambda s: tok.encode(s, add_special_tokens=False).ids, cfg.prompt, chat)
     if cfg.kind == "demo":
         end = tok.token_to_id(cfg.end_of_turn)
         if end is None:
@@ -107,7 +136,12 @@ def make_policy(cfg: PolicyConfig, engines: list[Any] | None = None) -> PolicyCl
     else:
         from maigym_ray.policy.openai_client import OpenAIEngine
 
-        engine = OpenAIEngine(cfg.openai_base_url, cfg.openai_model or cfg.engine.model, tok)
+        engine = OpenAIEngine(
+            cfg.openai_base_url,
+            cfg.openai_model or cfg.engine.model,
+            tok,
+            api_key_from_env(cfg.openai_api_key_env),
+        )
     return ModelPolicy(
         engine, builder, lambda ids: tok.decode(ids, skip_special_tokens=True), cfg.history, cfg.sampling
     )

@@ -120,12 +120,13 @@ async def evaluate(
 ) -> dict[str, Any]:
     """Runs the task pool through the rollout task with the configured policy and scores it; every
     trajectory is also handed to ``on_trajectory`` (collection keeps them). Returns the report."""
-    from maigym_ray.rollout import Finished, run_rollouts
+    from maigym_ray.rollout import Finished, check_model_settings, run_rollouts
     from maigym_ray.runtime.session import Session
 
     cfg = replace(cfg, env=env_for_pool(cfg.env, cfg.tasks.pool))  # a suite's tasks run on its backend kind
     validate_manager_config(cfg.env)
     check_choice("policy.kind", cfg.policy.kind, POLICY_KINDS)
+    check_model_settings(cfg.policy)
     session = Session(cfg.ray, cfg.env, cfg.policy, cfg.topology)  # an impossible topology fails here
     # The synthesis stage first (in a thread: it runs its own event loop and EnvManager), then loading.
     tasks_cfg = await asyncio.to_thread(synthesis_stage, cfg.tasks, out_dir, cfg.ray, cfg.topology)

@@ -75,6 +75,28 @@ def ensure_peer_venv(venv: Path) -> Path:
     return py
 
 
+def peer_browsers(py: Path, venv: Path, chromium: str) -> Path:
+    """A Playwright browsers folder for the peer whose only "browser" is a link to ``chromium``.
+
+    BrowserGym passes ``pw_chromium_kwargs`` to the task's browser only; its chat window launches a second
+    Chromium per env with Playwright's default executable. Pointing ``PLAYWRIGHT_BROWSERS_PATH`` at this folder
+    makes that default the same Debian Chromium, so nothing is downloaded and both of its browsers are ours."""
+    folder = venv / "ms-playwright"
+    code = (
+        "from playwright.sync_api import sync_playwright\n"
+        "p = sync_playwright().start(); print(p.chromium.executable_path); p.stop()"
+    )
+    env = {**os.environ, "PLAYWRIGHT_BROWSERS_PATH": str(folder)}
+    env.pop("PYTHONPATH", None)
+    out = subprocess.run([str(py), "-c", code], env=env, check=True, capture_output=True, text=True)
+    expected = Path(out.stdout.strip().splitlines()[-1])
+    expected.parent.mkdir(parents=True, exist_ok=True)
+    if expected.is_symlink() or expected.exists():
+        expected.unlink()
+    expected.symlink_to(chromium)
+    return folder
+
+
 def peer_versions(py: Path) -> dict[str, str]:
     code = (
         "import importlib.metadata as m, json;"
@@ -85,8 +107,14 @@ def peer_versions(py: Path) -> dict[str, str]:
     )
 
 
-def run_peer(py: Path, mode: str, args: argparse.Namespace, chromium: str, episodes: int) -> dict:
-    env = {**os.environ, "MINIWOB_URL": html_dir().resolve().as_uri() + "/"}
+def run_peer(
+    py: Path, mode: str, args: argparse.Namespace, chromium: str, episodes: int, browsers: Path
+) -> dict:
+    env = {
+        **os.environ,
+        "MINIWOB_URL": html_dir().resolve().as_uri() + "/",
+        "PLAYWRIGHT_BROWSERS_PATH": str(browsers),
+    }
     env.pop("PYTHONPATH", None)  # nothing of ours in the peer's interpreter
     cmd = [
         str(py),
@@ -97,6 +125,8 @@ def run_peer(py: Path, mode: str, args: argparse.Namespace, chromium: str, episo
     ]
     print(f"[vs_browsergym] BrowserGym {mode}", flush=True)
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+    if args.keep_logs:
+        Path(args.keep_logs).with_suffix(f".{mode}.stderr").write_text(proc.stderr)
     if proc.returncode != 0:
         raise RuntimeError(f"BrowserGym {mode} failed ({proc.returncode}): {proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -177,10 +207,12 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="2 timed episodes per task, 2 per instance")
     ap.add_argument("--venv", default=str(Path.home() / ".cache" / "maigym" / "browsergym-venv"))
     ap.add_argument("--json", default="")
+    ap.add_argument("--keep-logs", default="", help="write the peer's stderr next to this path")
     args = ap.parse_args()
     lat_eps, tput_eps = (2, 2) if args.quick else (args.episodes, args.tput_episodes)
     chromium = find_chromium()
     peer_py = ensure_peer_venv(Path(args.venv))
+    browsers = peer_browsers(peer_py, Path(args.venv), chromium)
     versions = peer_versions(peer_py)
 
     init_ray(RayConfig(num_cpus=2, object_store_mb=256))
@@ -188,8 +220,8 @@ def main() -> int:
         ours = asyncio.run(run_ours(args, lat_eps, tput_eps))
     finally:
         ray.shutdown()
-    peer_lat = run_peer(peer_py, "latency", args, chromium, lat_eps)
-    peer_tput = run_peer(peer_py, "throughput", args, chromium, tput_eps)
+    peer_lat = run_peer(peer_py, "latency", args, chromium, lat_eps, browsers)
+    peer_tput = run_peer(peer_py, "throughput", args, chromium, tput_eps, browsers)
 
     out = {
         "tasks": args.tasks.split(","),

@@ -135,6 +135,7 @@ def run_peer(
 async def run_ours(args: argparse.Namespace, latency_episodes: int, tput_episodes: int) -> dict:
     names = args.tasks.split(",")
     cfg = manager_config(args.workers, screenshot=True)
+    cfg.pools["miniwob"].web.executable = args.chromium  # the binary both sides launch
     cfg.health_interval_s = 60.0  # no health probes inside the timings
     manager = ray.remote(EnvManager).options(**Placement(TopologyConfig()).env_manager()).remote(cfg)
     print(f"[vs_browsergym] ours: bring-up of {args.workers} instances", flush=True)
@@ -205,12 +206,15 @@ def main() -> int:
     ap.add_argument("--episodes", type=int, default=4, help="timed episodes per task (latency)")
     ap.add_argument("--tput-episodes", type=int, default=4, help="episodes per instance (episodes/s)")
     ap.add_argument("--quick", action="store_true", help="2 timed episodes per task, 2 per instance")
+    ap.add_argument(
+        "--chromium", default="", help="the Chromium both sides launch (default: find_chromium's)"
+    )
     ap.add_argument("--venv", default=str(Path.home() / ".cache" / "maigym" / "browsergym-venv"))
     ap.add_argument("--json", default="")
     ap.add_argument("--keep-logs", default="", help="write the peer's stderr next to this path")
     args = ap.parse_args()
     lat_eps, tput_eps = (2, 2) if args.quick else (args.episodes, args.tput_episodes)
-    chromium = find_chromium()
+    chromium = args.chromium = find_chromium(args.chromium)
     peer_py = ensure_peer_venv(Path(args.venv))
     browsers = peer_browsers(peer_py, Path(args.venv), chromium)
     versions = peer_versions(peer_py)

@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 from maigym_ray.errors import ConfigError
 from maigym_ray.harness.history import HistoryConfig
 from maigym_ray.harness.model_policy import SamplingConfig
-from maigym_ray.harness.prompt import PromptConfig
+from maigym_ray.harness.prompt import ChatConfig, PromptConfig
 from maigym_ray.policy.engine import EngineConfig
 
-BACKEND_KINDS = ("web", "android", "desktop", "fake", "miniwob")
 #: backend kinds that drive a Chromium page (and so share the node's browser when web.browser is "shared").
 BROWSER_BACKENDS = ("web", "miniwob")
 BROWSER_MODES = ("shared", "per_env")
+#: backend kinds that run a desktop through the guest agent (and so use the desktop settings).
+DESKTOP_BACKENDS = ("desktop", "osworld")
 
 
 @dataclass
@@ -231,7 +232,9 @@ class PoolConfig:
 
     #: the platform the pool serves: web, mobile_web, android or desktop.
     platform: str = "web"
-    #: backend kind: web, android, desktop, or miniwob (MiniWoB++ pages in Chromium; uses the web settings).
+    #: backend kind: web, android, desktop, miniwob (MiniWoB++ pages in Chromium; uses the web settings),
+    #: osworld (OSWorld-format tasks on the desktop; uses the desktop settings), fake, a kind a package adds
+    #: (envs/registry.py), or a user builder's "module.path:function" (docs/plugins/backends.md).
     backend: str = "web"
     #: instances kept started and idle ahead of demand.
     target_size: int = 2
@@ -248,7 +251,7 @@ class PoolConfig:
     web: WebBackendConfig = field(default_factory=WebBackendConfig)
     #: android backend settings (used when backend == "android").
     android: AndroidBackendConfig = field(default_factory=AndroidBackendConfig)
-    #: desktop backend settings (used when backend == "desktop").
+    #: desktop backend settings (used when backend is "desktop" or "osworld").
     desktop: DesktopBackendConfig = field(default_factory=DesktopBackendConfig)
     #: fake backend settings (used when backend == "fake": tests and fault drills).
     fake: FakeBackendConfig = field(default_factory=FakeBackendConfig)
@@ -334,6 +337,11 @@ class PolicyConfig:
     #: kind "openai": the server's base URL (…/v1), model name and tokenizer directory ("" = engine.model).
     openai_base_url: str = "http://127.0.0.1:8000/v1"
     openai_model: str = ""
+    #: kind "openai": the NAME of the environment variable that holds the server's API key ("" = no key). The
+    #: key itself never goes into a config file, a log or a run directory.
+    openai_api_key_env: str = ""
+    #: the model's chat markup around system, user and assistant turns (model kinds: engine, openai, demo).
+    chat: ChatConfig = field(default_factory=ChatConfig)
     #: the token that ends a model turn (kind "demo" closes every golden response with it).
     end_of_turn: str = "<|im_end|>"
 
@@ -362,6 +370,7 @@ def check_choice(name: str, value: str, choices: tuple[str, ...] | list[str]) ->
 def validate_manager_config(cfg: EnvManagerConfig) -> None:
     """Checks names and sizes in an EnvManagerConfig, raising :class:`ConfigError` with the valid choices."""
     from maigym_ray.apps.registry import check_app_names
+    from maigym_ray.envs.registry import check_backend
     from maigym_ray.types import PLATFORMS
 
     if cfg.apps != ["all"]:
@@ -369,7 +378,7 @@ def validate_manager_config(cfg: EnvManagerConfig) -> None:
     if not cfg.pools:
         raise ConfigError("env.pools is empty: configure at least one pool")
     for name, pool in cfg.pools.items():
-        check_choice(f"env.pools.{name}.backend", pool.backend, BACKEND_KINDS)
+        check_backend(pool.backend)
         check_choice(f"env.pools.{name}.platform", pool.platform, PLATFORMS)
         if pool.backend in BROWSER_BACKENDS:
             check_choice(f"env.pools.{name}.web.browser", pool.web.browser, BROWSER_MODES)
@@ -389,16 +398,12 @@ def validate_manager_config(cfg: EnvManagerConfig) -> None:
                 raise ConfigError(
                     f"env.pools.{name}: backend android serves platform android, not {pool.platform!r}"
                 )
-        if pool.backend == "desktop":
+        if pool.backend in DESKTOP_BACKENDS:
             check_choice(f"env.pools.{name}.desktop.provider", pool.desktop.provider, ("xvfb", "libvirt"))
             if pool.platform != "desktop":
                 raise ConfigError(
-                    f"env.pools.{name}: backend desktop serves platform desktop, not {pool.platform!r}"
+                    f"env.pools.{name}: backend {pool.backend} serves platform desktop, not {pool.platform!r}"
                 )
-        if pool.backend not in BACKEND_KINDS:
-            raise ConfigError(
-                f"env.pools.{name}.backend={pool.backend!r} is not available in this build yet; available: {', '.join(BACKEND_KINDS)}"
-            )
         if not 0 <= pool.target_size <= pool.max_size or pool.max_size < 1:
             raise ConfigError(f"env.pools.{name}: need 0 <= target_size <= max_size and max_size >= 1")
     if cfg.health_batch < 0:

@@ -36,10 +36,72 @@ def load_tokenizer(model_dir: str) -> Any:
     return Tokenizer.from_file(str(path))
 
 
+#: Suites whose golden solutions depend on the screen (a MiniWoB++ page draws its task at random from the
+#: seed), by task tag: the scripted policy that plays them, as "module:Class" (imported on first use).
+SCRIPTED_GOLDENS: dict[str, str] = {"miniwob": "maigym_ray.suites.miniwob_solutions:MiniwobScriptedPolicy"}
+
+
+class SuiteGoldenPolicy:
+    """The golden policy: a task's fixed golden actions, or for a suite task without them (its first tag in
+    :data:`SCRIPTED_GOLDENS`) that suite's scripted solution."""
+
+    def __init__(self) -> None:
+        self._golden = GoldenPolicy()
+        self._scripted: dict[str, Any] = {}
+        self._episodes: dict[str, Any] = {}
+
+    def _for(self, task: TaskSpec) -> Any:
+        suite = task.tags[0] if task.tags else ""
+        if task.golden or suite not in SCRIPTED_GOLDENS:
+            return self._golden
+        if suite not in self._scripted:
+            import importlib
+
+            module, _, name = SCRIPTED_GOLDENS[suite].partition(":")
+            self._scripted[suite] = getattr(importlib.import_module(module), name)()
+        return self._scripted[suite]
+
+    async def act(self, task: TaskSpec, observation: Any, step: int, episode_id: str = "") -> Any:
+        policy = self._for(task)
+        self._episodes[episode_id] = policy
+        return await policy.act(task, observation, step, episode_id)
+
+    def end_episode(self, episode_id: str) -> None:
+        """Lets a scripted policy forget the episode (run_episode calls it)."""
+        end = getattr(self._episodes.pop(episode_id, None), "end_episode", None)
+        if end is not None:
+            end(episode_id)
+
+
+def api_key_from_env(name: str) -> str:
+    """The API key in environment variable ``name`` ("" for no name); a named variable that is unset or empty
+    is a ConfigError (a server that needs the key would otherwise answer 401 on every episode)."""
+    if not name:
+        return ""
+    import os
+
+    key = os.environ.get(name, "")
+    if not key:
+        raise ConfigError(f"policy.openai_api_key_env={name!r}: that environment variable is not set")
+    return key
+
+
+def check_model_settings(cfg: PolicyConfig) -> None:
+    """Fails fast (ConfigError), before any episode, on a model policy's bad chat format or missing API key."""
+    if cfg.kind not in ("engine", "openai", "demo"):
+        return
+    try:
+        cfg.chat.build()
+    except ValueError as exc:
+        raise ConfigError(f"policy.{exc}") from exc
+    if cfg.kind == "openai":
+        api_key_from_env(cfg.openai_api_key_env)
+
+
 def make_policy(cfg: PolicyConfig, engines: list[Any] | None = None) -> PolicyClient:
     """The policy ``cfg`` names; model policies use ``engines`` (engine actor handles) or an OpenAI server."""
     if cfg.kind == "golden":
-        return GoldenPolicy()
+        return SuiteGoldenPolicy()
     if cfg.kind == "random":
         return RandomPolicy(cfg.seed)
     if cfg.kind not in ("engine", "openai", "demo"):
@@ -49,7 +111,11 @@ def make_policy(cfg: PolicyConfig, engines: list[Any] | None = None) -> PolicyCl
     from maigym_ray.policy.engine import resolve_model
 
     tok = load_tokenizer(resolve_model(cfg.engine.model))
-    builder = PromptBuilder(lambda s: tok.encode(s, add_special_tokens=False).ids, cfg.prompt)
+    try:
+        chat = cfg.chat.build()
+    except ValueError as exc:
+        raise ConfigError(f"policy.{exc}") from exc
+    builder = PromptBuilder(lambda s: tok.encode(s, add_special_tokens=False).ids, cfg.prompt, chat)
     if cfg.kind == "demo":
         end = tok.token_to_id(cfg.end_of_turn)
         if end is None:
@@ -70,7 +136,12 @@ def make_policy(cfg: PolicyConfig, engines: list[Any] | None = None) -> PolicyCl
     else:
         from maigym_ray.policy.openai_client import OpenAIEngine
 
-        engine = OpenAIEngine(cfg.openai_base_url, cfg.openai_model or cfg.engine.model, tok)
+        engine = OpenAIEngine(
+            cfg.openai_base_url,
+            cfg.openai_model or cfg.engine.model,
+            tok,
+            api_key_from_env(cfg.openai_api_key_env),
+        )
     return ModelPolicy(
         engine, builder, lambda ids: tok.decode(ids, skip_special_tokens=True), cfg.history, cfg.sampling
     )

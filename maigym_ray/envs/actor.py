@@ -14,76 +14,11 @@ from typing import Any
 
 from maigym_ray.config import PoolConfig
 from maigym_ray.envs.backend import Backend
-from maigym_ray.errors import ActionParseError, BackendError, ConfigError, TaskError, UnsupportedActionError
+from maigym_ray.envs.registry import build_backend
+from maigym_ray.errors import ActionParseError, BackendError, TaskError, UnsupportedActionError
 from maigym_ray.harness.actions import check_supported, parse_action
 from maigym_ray.tasks.verifiers import run_verifier
 from maigym_ray.types import Action, Observation, Reward, StepResult, TaskSpec
-
-
-def build_backend(
-    pool: PoolConfig, apps: list[str], app_bind: str = "127.0.0.1", node: Any = None
-) -> Backend:
-    """The backend a pool asks for. With ``node`` (the NodeServices actor) the apps live there, and so does the
-    page when the pool shares the browser; without it everything runs in this process."""
-    if pool.backend == "web":
-        from maigym_ray.envs.backends.web import LocalApps, WebBackend
-
-        if pool.web.browser == "shared" and node is not None:
-            from maigym_ray.envs.remote import RemotePage
-
-            page: Any = RemotePage(node)
-        else:
-            from maigym_ray.envs.backends.page import LocalPage
-
-            page = LocalPage(pool.web.executable)
-        if node is not None:
-            from maigym_ray.envs.remote import RemoteApps
-
-            app_handle: Any = RemoteApps(node, apps)
-        else:
-            app_handle = LocalApps(apps, app_bind)
-        return WebBackend(pool.web, app_handle, page)
-    if pool.backend == "android":
-        from maigym_ray.envs.backends.android import AndroidBackend
-        from maigym_ray.envs.backends.web import LocalApps
-
-        if node is not None:
-            from maigym_ray.envs.remote import RemoteApps
-
-            android_apps: Any = RemoteApps(node, apps)
-        else:
-            android_apps = LocalApps(apps, app_bind)
-        return AndroidBackend(pool.android, android_apps)
-    if pool.backend == "desktop":
-        from maigym_ray.envs.backends.desktop import DesktopBackend, build_provider
-        from maigym_ray.envs.backends.web import LocalApps
-
-        if node is not None:  # the desktop's Chromium reaches the node's AppServer (app_bind)
-            from maigym_ray.envs.remote import RemoteApps
-
-            desktop_apps: Any = RemoteApps(node, apps)
-        else:
-            desktop_apps = LocalApps(apps, app_bind)
-        return DesktopBackend(pool.desktop, desktop_apps, build_provider(pool.desktop))
-    if pool.backend == "fake":  # tests and fault drills: no device, scripted screens, injected faults
-        from maigym_ray.testing.fake_backend import FakeBackend
-
-        return FakeBackend(pool.fake, pool.platform)
-    if pool.backend in SUITE_BACKENDS:
-        import importlib
-
-        module, _, name = SUITE_BACKENDS[pool.backend].partition(":")
-        return getattr(importlib.import_module(module), name)(pool, apps, app_bind, node)
-    raise ConfigError(
-        f"backend {pool.backend!r} is not available; available: web, android, desktop, fake, "
-        f"{', '.join(SUITE_BACKENDS)}"
-    )
-
-
-#: Backends of outside suites, by kind: the builder's "module:function" (imported only in the actor that uses it;
-#: the function takes the same arguments as build_backend).
-SUITE_BACKENDS: dict[str, str] = {"miniwob": "maigym_ray.suites.miniwob:build_backend"}
-
 
 # Modules Ray's serializer imports only to register serializers for their types (Ray Data's Arrow tables,
 # pydantic models, starlette state); Ray skips each when it is missing. Env actors never send those types.
@@ -129,7 +64,8 @@ class EnvActor:
         app_bind: str = "127.0.0.1",
         node: Any = None,
     ) -> dict[str, Any]:
-        """Builds and starts the backend the pool asks for; returns the actor's pid and platform."""
+        """Builds (through the backend registry, envs/registry.py) and starts the backend the pool asks for;
+        returns the actor's pid and platform."""
         self.instance_id = instance_id
         self.backend = build_backend(pool, apps, app_bind, node)
         await self.backend.start()

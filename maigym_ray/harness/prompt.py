@@ -43,6 +43,58 @@ class ChatFormat:
     image: str = "<image>"
 
 
+#: Chat formats by name: ChatML (Qwen, the tiny models), Llama 3, Gemma, and Mistral's [INST] format (which has
+#: no system turn, so the system text opens the first user turn's block).
+CHAT_FORMATS: dict[str, ChatFormat] = {
+    "chatml": ChatFormat(),
+    "llama3": ChatFormat(
+        system="<|start_header_id|>system<|end_header_id|>\n\n{text}<|eot_id|>",
+        user="<|start_header_id|>user<|end_header_id|>\n\n{text}<|eot_id|>",
+        assistant_open="<|start_header_id|>assistant<|end_header_id|>\n\n",
+        image="<|image|>",
+    ),
+    "gemma": ChatFormat(
+        system="<start_of_turn>user\n{text}<end_of_turn>\n",
+        user="<start_of_turn>user\n{text}<end_of_turn>\n",
+        assistant_open="<start_of_turn>model\n",
+        image="<start_of_image>",
+    ),
+    "mistral": ChatFormat(
+        system="[INST] {text} [/INST]", user="[INST] {text} [/INST]", assistant_open="", image="[IMG]"
+    ),
+}
+
+
+@dataclass
+class ChatConfig:
+    """The model's chat markup: a named format, with any of its parts replaced."""
+
+    #: a format of CHAT_FORMATS: chatml, llama3, gemma or mistral.
+    format: str = "chatml"
+    #: replacements for the format's parts ("" keeps the format's): the system and user turns (each must
+    #: contain "{text}"), the assistant-turn opener, and the image placeholder.
+    system: str = ""
+    user: str = ""
+    assistant_open: str = ""
+    image: str = ""
+
+    def build(self) -> ChatFormat:
+        """The ChatFormat this config names; ValueError on an unknown format or a turn without {text}."""
+        if self.format not in CHAT_FORMATS:
+            raise ValueError(f"chat.format={self.format!r}: choose one of {', '.join(CHAT_FORMATS)}")
+        base = CHAT_FORMATS[self.format]
+        fmt = ChatFormat(
+            system=self.system or base.system,
+            user=self.user or base.user,
+            assistant_open=self.assistant_open or base.assistant_open,
+            image=self.image or base.image,
+        )
+        for part in ("system", "user"):
+            if "{text}" not in getattr(fmt, part):
+                raise ValueError(f"chat.{part} must contain {{text}} (where the turn's text goes)")
+        return fmt
+
+
 @dataclass
 class PromptConfig:
     """What an observation turn shows the model."""

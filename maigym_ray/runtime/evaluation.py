@@ -12,7 +12,7 @@ import asyncio
 import json
 import time
 from collections import defaultdict
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from maigym_ray.config import POLICY_KINDS, check_choice, validate_manager_confi
 from maigym_ray.durable import atomic_write_text
 from maigym_ray.errors import ConfigError
 from maigym_ray.rates import fmt_rate, rate
-from maigym_ray.runtime.pools import load_tasks, synthesis_stage
+from maigym_ray.runtime.pools import env_for_pool, load_tasks, synthesis_stage
 from maigym_ray.runtime.schema import EvalConfig
 from maigym_ray.types import TaskSpec, Trajectory
 
@@ -120,11 +120,13 @@ async def evaluate(
 ) -> dict[str, Any]:
     """Runs the task pool through the rollout task with the configured policy and scores it; every
     trajectory is also handed to ``on_trajectory`` (collection keeps them). Returns the report."""
-    from maigym_ray.rollout import Finished, run_rollouts
+    from maigym_ray.rollout import Finished, check_model_settings, run_rollouts
     from maigym_ray.runtime.session import Session
 
+    cfg = replace(cfg, env=env_for_pool(cfg.env, cfg.tasks.pool))  # a suite's tasks run on its backend kind
     validate_manager_config(cfg.env)
     check_choice("policy.kind", cfg.policy.kind, POLICY_KINDS)
+    check_model_settings(cfg.policy)
     session = Session(cfg.ray, cfg.env, cfg.policy, cfg.topology)  # an impossible topology fails here
     # The synthesis stage first (in a thread: it runs its own event loop and EnvManager), then loading.
     tasks_cfg = await asyncio.to_thread(synthesis_stage, cfg.tasks, out_dir, cfg.ray, cfg.topology)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from maigym_ray.config import RayConfig
+from maigym_ray.config import EnvManagerConfig, RayConfig
 from maigym_ray.errors import ConfigError
 from maigym_ray.runtime.schema import TasksConfig
 from maigym_ray.runtime.topology import TopologyConfig
@@ -19,6 +19,24 @@ from maigym_ray.tasks.curriculum import curriculum_tasks
 from maigym_ray.tasks.pool import TaskPool
 
 SYNTH_PREFIX = "synth:"
+
+#: Outside suites whose tasks need a backend kind of their own, by pool-spec prefix: (the kind a configured
+#: pool runs, the suite's kind). ``tasks.pool=miniwob:...`` turns the run's ``web`` pools into ``miniwob``
+#: pools (same sizes and settings), so the suite runs with any experiment's env config.
+SUITE_BACKENDS: dict[str, tuple[str, str]] = {
+    "miniwob": ("web", "miniwob"),
+    "osworld": ("desktop", "osworld"),
+}
+
+
+def env_for_pool(env: EnvManagerConfig, pool_spec: str) -> EnvManagerConfig:
+    """``env`` with the pools a suite's tasks need (see :data:`SUITE_BACKENDS`); other pools as they are."""
+    prefix = pool_spec.split(":", 1)[0] if ":" in pool_spec else ""
+    if prefix not in SUITE_BACKENDS:
+        return env
+    base, kind = SUITE_BACKENDS[prefix]
+    pools = {n: replace(p, backend=kind) if p.backend == base else p for n, p in env.pools.items()}
+    return replace(env, pools=pools)
 
 
 def synthesis_stage(

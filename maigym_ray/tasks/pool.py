@@ -46,7 +46,10 @@ _REQUIRED = ("id", "instruction", "apps", "verifier")
 
 #: Task sources that are not files, by spec prefix (``miniwob:click-button,click-link``): the "module:function"
 #: that turns the whole spec into TaskSpecs. Imported on use, so an outside suite needs its extra only when used.
-POOL_SOURCES: dict[str, str] = {"miniwob": "maigym_ray.suites.miniwob:load_pool_spec"}
+POOL_SOURCES: dict[str, str] = {
+    "miniwob": "maigym_ray.suites.miniwob:load_pool_spec",
+    "osworld": "maigym_ray.suites.osworld:load_pool_spec",
+}
 
 
 def task_from_dict(row: dict[str, Any], where: str = "row") -> TaskSpec:

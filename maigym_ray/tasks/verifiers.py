@@ -207,11 +207,19 @@ def _check_list(checks: Any) -> tuple[dict[str, Any], ...]:
 VERIFIER_BUILDERS: dict[str, Callable[[dict[str, Any]], Verifier]] = {
     "checks": lambda p: ChecksVerifier(_check_list(p.get("checks"))),
     "page_reward": lambda p: PageRewardVerifier(str(p.get("suite", "miniwob"))),
+    # OSWorld-format evaluators: metrics over what the osworld backend's getters read (tasks/osworld_metrics.py).
+    "osworld": lambda p: _osworld(p),
     # Hand-written (trusted) code only; still only ever run inside the bubblewrap jail (tasks/jail.py).
     "code": lambda p: CodeVerifier(
         p.get("code"), float(p.get("timeout_s", 2.0)), int(p.get("memory_mb", 256))
     ),
 }
+
+
+def _osworld(params: dict[str, Any]) -> Verifier:
+    from maigym_ray.tasks.osworld_metrics import build_osworld_verifier
+
+    return build_osworld_verifier(params)
 
 
 def build_verifier(spec: dict[str, Any]) -> Verifier:

@@ -80,7 +80,7 @@ def test_unknown_key_is_an_error(tmp_path):
 
 def test_unknown_backend_lists_choices():
     cfg = EnvManagerConfig(pools={"x": PoolConfig(backend="fax")})
-    with pytest.raises(ConfigError, match="choose one of: web, android, desktop"):
+    with pytest.raises(ConfigError, match="available: web, android, desktop, fake, miniwob, osworld"):
         validate_manager_config(cfg)
 
 

@@ -70,3 +70,49 @@ async def test_server_errors_are_infra_errors_and_images_are_refused(server):
         )
     with pytest.raises(ConfigError):
         await OpenAIEngine(url, "m", CharTokenizer()).generate([1], [b"png"], SamplingConfig(), "e")
+
+
+class CharTok(CharTokenizer):
+    def decode(self, ids, skip_special_tokens: bool = True) -> str:
+        return "".join(chr(i) for i in ids)
+
+    def token_to_id(self, token: str):
+        return None
+
+
+async def test_config_sets_chat_format_and_reads_the_api_key_from_the_named_variable(server, monkeypatch):
+    from maigym_ray import rollout
+    from maigym_ray.config import PolicyConfig
+    from maigym_ray.harness.prompt import ChatConfig
+    from maigym_ray.testing import fake_task
+    from maigym_ray.types import Observation
+
+    url, seen = server
+    monkeypatch.setattr(rollout, "load_tokenizer", lambda _dir: CharTok())
+    cfg = PolicyConfig(
+        kind="openai",
+        openai_base_url=url,
+        openai_model="m",
+        openai_api_key_env="MAIGYM_TEST_KEY",
+        chat=ChatConfig(
+            format="llama3", assistant_open="<|start_header_id|>assistant<|end_header_id|>\n\nAction: "
+        ),
+    )
+    monkeypatch.delenv("MAIGYM_TEST_KEY", raising=False)
+    with pytest.raises(ConfigError, match="MAIGYM_TEST_KEY"):
+        rollout.check_model_settings(cfg)
+    monkeypatch.setenv("MAIGYM_TEST_KEY", "s3cret")
+    rollout.check_model_settings(cfg)
+    policy = rollout.make_policy(cfg)
+    obs = Observation(platform="web", screenshot=b"", width=10, height=10, a11y='[a] button "OK"')
+    await policy.act(fake_task(), obs, 0, "ep")
+    assert seen[-1]["auth"] == "Bearer s3cret"
+    prompt = "".join(chr(i) for i in seen[-1]["body"]["prompt"])
+    assert prompt.startswith("<|start_header_id|>system<|end_header_id|>\n\nYou operate")
+    assert (
+        prompt.endswith("<|start_header_id|>assistant<|end_header_id|>\n\nAction: ")
+        and "<|im_start|>" not in prompt
+    )
+    for bad in (ChatConfig(format="vicuna"), ChatConfig(user="no placeholder")):
+        with pytest.raises(ConfigError, match="chat"):
+            rollout.check_model_settings(PolicyConfig(kind="engine", chat=bad))

@@ -78,6 +78,12 @@ class LocalCluster:
             "resources": dict(spec.resources),
             "object_store_memory": 128 * 1024 * 1024,
             "dashboard_agent_listen_port": free_port(),
+            # Nodes on one machine share the session dir. Ray unpacks a job's working_dir into the node's
+            # runtime-env dir, and a node whose agent has not seen the package yet removes and re-extracts
+            # it (packaging.download_and_unpack_package, overwrite=True): with one shared dir, a worker node
+            # deleted the files under the running job's driver (ModuleNotFoundError on its next import).
+            # One dir per node, as separate machines have.
+            "runtime_env_dir_name": f"runtime_resources_{spec.name}",
         }
 
     def start(self, timeout_s: float = 120.0) -> LocalCluster:

@@ -158,11 +158,6 @@ def _submit(cluster, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[
     return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.skip(
-    reason="not working yet: inside the submitted job, maigym_ray submodules resolve partly from the uploaded "
-    "working dir and partly from the venv's editable install of /work/main (ModuleNotFoundError); see "
-    "docs/decisions.md"
-)
 def test_ray_job_submit_runs_an_eval_to_a_report(cluster, tmp_path):
     out = tmp_path / "eval"
     proc = _submit(
@@ -185,11 +180,6 @@ def test_ray_job_submit_runs_an_eval_to_a_report(cluster, tmp_path):
     assert report["episodes"] == 4 and report["success_rate"] == 1.0 and report["infra_failed"] == 0
 
 
-@pytest.mark.skip(
-    reason="not working yet: inside the submitted job, maigym_ray submodules resolve partly from the uploaded "
-    "working dir and partly from the venv's editable install of /work/main (ModuleNotFoundError); see "
-    "docs/decisions.md"
-)
 def test_ray_job_submit_runs_a_short_train_run_across_nodes(cluster, tmp_path):
     """The engine on worker A, the trainer on worker B: SFT and one GRPO round broadcast weights across."""
     out = tmp_path / "train"

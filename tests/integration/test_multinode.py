@@ -94,11 +94,19 @@ async def test_actors_land_on_the_nodes_their_resources_name(cluster):
         manager = await session.start_envs()
         assert _node_of(ray, manager) == head  # the control plane sits with the driver
         leases = await manager.request.remote(4, "web")
-        env_nodes = [_node_of(ray, await manager.actor.remote(lease)) for lease in leases]
+        actors = [await manager.actor.remote(lease) for lease in leases]
+        env_nodes = [_node_of(ray, h) for h in actors]
+        services_nodes = [await h.services_node_id.remote() for h in actors]
+        services = await manager.node_services.remote()
         for lease in leases:
             await manager.release.remote(lease)
         # web_host: 2 on each worker, one unit per env: two envs on each worker, none on the head
         assert sorted(env_nodes) == sorted([a, a, b, b]), env_nodes
+        # node services: one set on each node that hosts env actors (none on the head), and every env actor
+        # uses the set on its own node
+        assert set(services) == {a, b}
+        assert all(_node_of(ray, h) == node for node, h in services.items())
+        assert services_nodes == env_nodes
         # an engine's options (engine_host) land it on worker A
         engine_like = ray.remote(WeightReceiverActor).options(**session.placement.engine()).remote()
         assert _node_of(ray, engine_like) == a
@@ -189,23 +197,39 @@ def test_ray_job_submit_runs_a_short_train_run_across_nodes(cluster, tmp_path):
         "--submission-id=mn-train",
         "maigym_ray.cli.train",
         "topology=loopback_3node",
-        "tasks.limit=12",
+        "tasks.pool=curriculum",  # no synthesis stage: the multi-node part is what this test is for
+        "tasks.limit=8",  # 6 train, 2 held-out
         "env.pools.web.target_size=2",
         "env.pools.web.max_size=4",
-        "driver.concurrency=2",
-        "driver.sft.steps=2",
+        "driver.concurrency=4",
+        "driver.sft.steps=1",
+        "driver.sft.demos_per_task=1",
         "driver.heldout.episodes_per_task=1",
         "driver.grpo.rounds=1",
         "driver.grpo.groups_per_round=2",
         "sampler.group_size=2",
-        "policy.sampling.max_tokens=12",
+        "policy.sampling.max_tokens=8",
         f"output_dir={out}",
         "wandb.mode=disabled",
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
     report = json.loads((out / "report.json").read_text())
-    assert report["rounds"] == 1 and report["policy_version"] >= 1  # weights went to the engine at least once
+    # the SFT warm-up ends with a broadcast from the trainer to the engine: version 1 at least
+    assert report["rounds"] == 1 and report["policy_version"] >= 1
     assert "trains on cpu: Ray assigned GPU ids ['0']" in proc.stdout  # the rank's log, from worker B
+    # where the job's roles ran (Ray keeps dead actors' records): engine on A, trainer on B, driver on the head
+    from ray.job_submission import JobSubmissionClient
+    from ray.util.state import list_actors
+
+    job_id = JobSubmissionClient(cluster.dashboard_url).get_job_info("mn-train").driver_info.id
+    nodes = {
+        cls: {a.node_id for a in list_actors(filters=[("class_name", "=", cls), ("job_id", "=", job_id)])}
+        for cls in ("EngineActor", "TrainerRank", "Driver", "NodeServices")
+    }
+    assert nodes["EngineActor"] == {cluster.node_id("worker_a")}, nodes
+    assert nodes["TrainerRank"] == {cluster.node_id("worker_b")}, nodes
+    assert nodes["Driver"] == {cluster.node_id("head")}, nodes
+    assert nodes["NodeServices"] <= {cluster.node_id("worker_a"), cluster.node_id("worker_b")}, nodes
 
 
 async def test_killing_a_worker_mid_eval_loses_no_episode(cluster, tmp_path):

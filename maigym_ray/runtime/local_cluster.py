@@ -10,6 +10,9 @@ this process with the loopback settings, so every node listens on 127.0.0.1 only
 
 Token auth is off for this throwaway cluster (``RAY_AUTH_MODE=disabled``, DESIGN.md §10). Nodes are stopped
 by this process (``kill(name)`` removes one, as a machine loss would; ``stop()`` all), never by ``ray stop``.
+
+``python -m maigym_ray.runtime.local_cluster`` holds the three-node cluster of ``loopback_3node`` until Ctrl-C
+and prints its job server's address, for submitting jobs to it by hand (docs/scaling.md).
 """
 
 from __future__ import annotations
@@ -159,3 +162,28 @@ LOOPBACK_3NODE = (
         NodeSpec("worker_b", num_cpus=2, num_gpus=1, resources={"web_host": 2, "trainer_host": 1}),
     ],
 )
+
+
+def main() -> None:
+    """Starts the ``loopback_3node`` cluster, prints its addresses and holds it until Ctrl-C (or SIGTERM)."""
+    import signal
+
+    def interrupt(*_: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)  # `kill PID` stops the nodes too, as Ctrl-C does
+    cluster = LocalCluster(*LOOPBACK_3NODE).start()
+    print(f"job server: {cluster.dashboard_url}", flush=True)
+    print(f"GCS:        {cluster.gcs_address}", flush=True)
+    print("nodes: " + ", ".join(f"{n}={cluster.node_id(n)[:8]}" for n in cluster.nodes), flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        cluster.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -171,8 +171,9 @@ def main() -> None:
     def interrupt(*_: Any) -> None:
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, interrupt)  # `kill PID` stops the nodes too, as Ctrl-C does
     cluster = LocalCluster(*LOOPBACK_3NODE).start()
+    # after start: the head node, started in this process, installs a SIGTERM handler of its own
+    signal.signal(signal.SIGTERM, interrupt)  # `kill PID` stops every node, as Ctrl-C does
     print(f"job server: {cluster.dashboard_url}", flush=True)
     print(f"GCS:        {cluster.gcs_address}", flush=True)
     print("nodes: " + ", ".join(f"{n}={cluster.node_id(n)[:8]}" for n in cluster.nodes), flush=True)

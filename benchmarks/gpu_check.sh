@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU check on a lent machine (torch + transformers only; no venv, vLLM or Ray needed):
 #   OUT=/some/dir bash benchmarks/gpu_check.sh [extra gpu_check.py flags, e.g. --token-budget 16384]
-#   OUT=/tmp/x PATH=.venv/bin:$PATH bash benchmarks/gpu_check.sh --device cpu --size tiny   # CPU smoke test
+#   OUT=/tmp/x PATH=.venv/bin:$PATH PLACEMENT_ARGS=--dry-run bash benchmarks/gpu_check.sh --device cpu --size tiny
+#                                                                                           # CPU smoke test
 # Runs from the repo root. Writes $OUT/gpu_check.json (after each part, so a cut-short run keeps what it
 # measured) and $OUT/gpu_check.log. Budget: the Python part is killed after 450 s; it plans for ~4-5 min.
 set -euo pipefail
@@ -33,7 +34,11 @@ echo "== gpu_check.py exit status $rc (124: killed at 450 s; the JSON holds the 
 # The trainer group on CUDA through the placement code, and a bucketed broadcast from it (needs ray; without
 # it the script writes {"skipped": ...}). Writes $OUT/gpu_placement.json.
 rc2=0
-timeout 240 "$PY" -u benchmarks/gpu_placement_check.py --json "$OUT/gpu_placement.json" 2>&1 | tee -a "$LOG" || rc2=$?
+# PLACEMENT_ARGS=--dry-run runs it on the CPU with a tiny model (what tests/integration/test_gpu_placement_dry.py
+# runs in CI).
+# shellcheck disable=SC2086
+timeout 240 "$PY" -u benchmarks/gpu_placement_check.py --json "$OUT/gpu_placement.json" ${PLACEMENT_ARGS:-} \
+    2>&1 | tee -a "$LOG" || rc2=$?
 echo "== gpu_placement_check.py exit status $rc2" | tee -a "$LOG"
 [ "$rc" = 0 ] || exit "$rc"
 exit "$rc2"

@@ -3,6 +3,7 @@ the GPU trainer to a receiver.
 
     python benchmarks/gpu_placement_check.py --json $OUT/gpu_placement.json          # on a GPU machine
     python benchmarks/gpu_placement_check.py --allow-cpu --json /tmp/gpu_placement.json   # CPU smoke test
+    python benchmarks/gpu_placement_check.py --dry-run --json /tmp/gpu_placement.json     # the same, tiny (CI)
 
 Starts a local Ray (which detects the GPUs), builds the Ray options from a topology (one trainer rank with one
 GPU; with two GPUs or more the receiver stands in for an engine on a GPU of its own and the weights go over
@@ -64,8 +65,16 @@ def main() -> int:
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--bucket-mb", type=int, default=16)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="CPU, a tiny model and one timed broadcast: the whole path in seconds "
+        "(tests/integration/test_gpu_placement_dry.py)",
+    )
     args = ap.parse_args()
-    out: dict[str, Any] = {"complete": False}
+    if args.dry_run:
+        args.allow_cpu, args.hidden, args.layers, args.repeats, args.bucket_mb = True, 64, 2, 1, 1
+    out: dict[str, Any] = {"complete": False, "dry_run": args.dry_run}
 
     def save() -> None:
         if args.json:
@@ -96,7 +105,7 @@ def main() -> int:
     )
     from maigym_ray.weights.group import WeightReceiverActor
 
-    gpus = torch.cuda.device_count()
+    gpus = 0 if args.dry_run else torch.cuda.device_count()
     if gpus == 0 and not args.allow_cpu:
         out["skipped"] = "no CUDA device (pass --allow-cpu for a CPU smoke test)"
         save()

@@ -55,6 +55,17 @@ class EnvActor:
         self.answer: str | None = None
         self.done = False
         self.episodes = 0
+        self.node: Any = None
+
+    def node_id(self) -> str:
+        """The Ray node this actor runs on (the manager hands it that node's services)."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
+    async def services_node_id(self) -> str:
+        """The Ray node of the node services this instance uses ("" without them)."""
+        return await self.node.node_id.remote() if self.node is not None else ""
 
     async def start(
         self,
@@ -67,6 +78,7 @@ class EnvActor:
         """Builds (through the backend registry, envs/registry.py) and starts the backend the pool asks for;
         returns the actor's pid and platform."""
         self.instance_id = instance_id
+        self.node = node
         self.backend = build_backend(pool, apps, app_bind, node)
         await self.backend.start()
         return {"pid": os.getpid(), "platform": self.backend.platform}

@@ -38,6 +38,8 @@ class Instance:
     episodes: int = 0
     lease: str | None = None
     pid: int = 0
+    #: the Ray node the actor runs on (its node services are there); "" until started.
+    node_id: str = ""
 
 
 @dataclass(eq=False)

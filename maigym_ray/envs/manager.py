@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 import ray
@@ -43,6 +44,17 @@ def _default_actor_options(pool: PoolConfig) -> dict[str, Any]:
     return dict(num_cpus=pool.num_cpus, max_concurrency=8, runtime_env={"env_vars": dict(pool.env_vars)})
 
 
+def _default_node_options(node_id: str) -> dict[str, Any]:
+    # Without a topology: on the env actor's node, reserving nothing (a full node must still take it).
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return {
+        "num_cpus": 0,
+        "max_concurrency": 1000,
+        "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False),
+    }
+
+
 def _kill_actor(handle: Any) -> None:
     try:
         ray.kill(handle, no_restart=True)
@@ -62,7 +74,7 @@ class EnvManager:
         cfg: EnvManagerConfig,
         tasks: TaskPool | None = None,
         actor_options: dict[str, dict[str, Any]] | None = None,
-        node_options: dict[str, Any] | None = None,
+        node_options: Callable[[str], dict[str, Any]] | None = None,
     ) -> None:
         """``actor_options`` (per pool name) and ``node_options`` are the Ray options of the env actors and the
         node services, built by maigym_ray/runtime/placement.py from the topology; without them every actor
@@ -70,13 +82,13 @@ class EnvManager:
         validate_manager_config(cfg)
         self.cfg = cfg
         self._actor_options = actor_options or {}
-        self._node_options = node_options or {"max_concurrency": 1000}
+        self._node_options = node_options or _default_node_options
         self.tasks = tasks or TaskPool([])
         self.plane = ControlPlane(cfg.pools)
         self._counters = self.plane.counters
         self._changed = asyncio.Condition()
         self._hists: dict[str, LatencyHistogram] = {}
-        self._node: Any = None
+        self._nodes: dict[str, Any] = {}  # Ray node id -> the NodeServices actor on that node
         self._loops: list[asyncio.Task[None]] = []
         self._creating: set[asyncio.Task[None]] = set()
         self._closing = False
@@ -84,7 +96,6 @@ class EnvManager:
     # -- lifecycle ------------------------------------------------------------------------------------------
     async def start(self, wait: bool = True) -> dict[str, Any]:
         """Starts provisioning and health loops; with ``wait``, returns once every warm pool is full."""
-        await self._ensure_node_services()
         if not self._loops:
             self._loops = [
                 asyncio.ensure_future(self._provision_loop()),
@@ -95,25 +106,45 @@ class EnvManager:
             await self.wait_ready()
         return {"ready_s": time.perf_counter() - t0}
 
-    async def _ensure_node_services(self) -> None:
-        """Starts (or restarts, if its actor died) the node's shared services: apps and, if shared, Chromium."""
-        if self._node is not None:
-            try:
-                await asyncio.wait_for(self._node.__ray_ready__.remote(), 10)
-                return
-            except Exception:
-                self._counters["node_services_lost"] += 1
-        web = [p for p in self.cfg.pools.values() if p.backend in BROWSER_BACKENDS]
-        self._node = (
-            ray.remote(NodeServices)
-            .options(**self._node_options)
-            .remote(
-                self.cfg.app_bind,
-                browser=any(p.web.browser == "shared" for p in web),
-                chromium=next((p.web.executable for p in web), ""),
+    def _services_on(self, node_id: str) -> Any:
+        """The shared services (apps and, if shared, Chromium) of node ``node_id``, started on first use."""
+        node = self._nodes.get(node_id)
+        if node is None:
+            web = [p for p in self.cfg.pools.values() if p.backend in BROWSER_BACKENDS]
+            node = (
+                ray.remote(NodeServices)
+                .options(**self._node_options(node_id))
+                .remote(
+                    self.cfg.app_bind,
+                    browser=any(p.web.browser == "shared" for p in web),
+                    chromium=next((p.web.executable for p in web), ""),
+                )
             )
-        )
-        self._counters["node_services_starts"] += 1
+            self._nodes[node_id] = node
+            self._counters["node_services_starts"] += 1
+        return node
+
+    async def _check_node_services(self) -> None:
+        """Forgets node services that stopped answering (their node died, or the process did): the next env
+        actor on that node starts a fresh set; the env actors that used the old one fail and are replaced."""
+
+        async def answers(handle: Any) -> bool:
+            try:
+                await asyncio.wait_for(handle.__ray_ready__.remote(), 10)
+                return True
+            except Exception:
+                return False
+
+        nodes = list(self._nodes.items())
+        alive = await asyncio.gather(*(answers(h) for _, h in nodes))
+        for (node_id, handle), ok in zip(nodes, alive, strict=True):
+            if not ok and self._nodes.get(node_id) is handle:
+                self._counters["node_services_lost"] += 1
+                del self._nodes[node_id]
+                try:
+                    ray.kill(handle, no_restart=True)
+                except Exception:
+                    pass
 
     async def wait_ready(self, timeout_s: float | None = None) -> None:
         """Waits until every pool has ``target_size`` idle instances."""
@@ -135,12 +166,16 @@ class EnvManager:
             t.cancel()
         insts = [self.plane.forget(iid) for iid in list(self.plane.instances)]
         await asyncio.gather(*(self._kill(inst.handle, graceful=True) for inst in insts if inst))
-        if self._node is not None:
+        nodes, self._nodes = list(self._nodes.values()), {}
+
+        async def stop(node: Any) -> None:
             try:
-                await asyncio.wait_for(self._node.stop.remote(), 10)
+                await asyncio.wait_for(node.stop.remote(), 10)
             except Exception:
                 pass
-            ray.kill(self._node)
+            ray.kill(node)
+
+        await asyncio.gather(*(stop(n) for n in nodes))
 
     # -- pools ----------------------------------------------------------------------------------------------
     async def _provision_loop(self) -> None:
@@ -166,9 +201,16 @@ class EnvManager:
         )
         inst.handle = handle
         t0 = time.perf_counter()
+
+        async def start() -> dict[str, Any]:
+            # The actor lands where its host resource allows; its node's services are known only then.
+            inst.node_id = await handle.node_id.remote()
+            services = self._services_on(inst.node_id)
+            return await handle.start.remote(inst.id, pool, self.cfg.apps, self.cfg.app_bind, services)
+
         try:
             info = await asyncio.wait_for(
-                handle.start.remote(inst.id, pool, self.cfg.apps, self.cfg.app_bind, self._node),
+                start(),
                 self.cfg.start_timeout_s,
             )
             if self.plane.started(inst.id, info["pid"]):
@@ -197,7 +239,7 @@ class EnvManager:
     async def _health_loop(self) -> None:
         while not self._closing:
             await asyncio.sleep(self.cfg.health_interval_s)
-            await self._ensure_node_services()
+            await self._check_node_services()
             idle = self.plane.health_batch(self.cfg.health_batch)
             results = await asyncio.gather(*(self._healthy(i) for i in idle))
             for inst, ok in zip(idle, results, strict=True):
@@ -342,10 +384,17 @@ class EnvManager:
                 "pid": i.pid,
                 "episodes": i.episodes,
                 "leased": i.lease is not None,
+                "node_id": i.node_id,
             }
             for i in self.plane.instances.values()
         ]
 
-    async def service_pids(self) -> dict[str, int]:
-        """Pids of the node's shared services process and of its Chromium (0 when not shared)."""
-        return await self._node.pids.remote() if self._node is not None else {}
+    async def service_pids(self, node_id: str = "") -> dict[str, int]:
+        """Pids of one node's shared services process and of its Chromium (0 when not shared): node
+        ``node_id``'s, or by default the first node's (a one-node run has one set); {} before any started."""
+        node = self._nodes.get(node_id or next(iter(self._nodes), ""))
+        return await node.pids.remote() if node is not None else {}
+
+    async def node_services(self) -> dict[str, Any]:
+        """The NodeServices actor of every node that hosts env actors, by Ray node id."""
+        return dict(self._nodes)

@@ -1,5 +1,8 @@
 """NodeServices: the per-node process that hosts what every web instance on the node shares.
 
+The EnvManager starts one on each node that hosts env actors, when the first of them lands there, and hands it
+to every env actor on that node (placement: ``runtime/placement.py``, ``node_services``).
+
 It holds the node's :class:`~maigym_ray.apps.server.AppServer` (every instance's mocked apps, a loopback port
 each) and, when a pool shares the browser, its :class:`~maigym_ray.envs.browser_host.BrowserHost` (one
 Chromium and one Playwright driver). One Ray actor for both, because each Ray worker process costs about
@@ -37,6 +40,12 @@ class NodeServices:
             raise MaigymError(f"node services have no {service}.{method}; services: {sorted(self.services)}")
         out = getattr(target, method)(*args, **kwargs)
         return await out if inspect.isawaitable(out) else out
+
+    def node_id(self) -> str:
+        """The Ray node this process runs on."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
 
     def pids(self) -> dict[str, int]:
         """This process's pid, and the shared Chromium's when there is one."""

@@ -22,7 +22,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from maigym_ray.errors import ContextOverflowError, InfraError
+from maigym_ray.errors import ContextOverflowError, InfraError, MaigymError
 from maigym_ray.harness.model_policy import Generation, SamplingConfig
 
 
@@ -55,6 +55,9 @@ class EngineConfig:
     #: weight dtype; "" = float32 for the tiny models (so the engine matches transformers exactly; vLLM
     #: would downcast them to bfloat16) and "auto" for everything else.
     dtype: str = ""
+    #: let the engine release its GPU memory while the trainer runs (colocated mode; the run sets it from
+    #: topology.mode). vLLM's sleep mode needs a GPU: on CPU ``sleep``/``wake_up`` only gate the engine.
+    sleep_mode: bool = False
 
 
 def resolve_model(model: str) -> str:
@@ -88,6 +91,8 @@ class EngineActor:
         self._buffers: list[Any] = []  # weight-broadcast receive buffers
         self.model_dir = ""
         self._cpu = False
+        self._vllm_sleep = False  # whether vLLM itself releases memory on sleep (sleep mode on a GPU)
+        self.asleep = False
 
     async def start(self) -> dict[str, Any]:
         """Starts the engine (about 25 s on CPU); returns the model directory and the start time."""
@@ -99,10 +104,12 @@ class EngineActor:
             # ("'at::vec' has not been declared"); that op runs eagerly instead (docs/testing.md).
             os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
         from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.platforms import current_platform
         from vllm.v1.engine.async_llm import AsyncLLM
 
         t0 = time.perf_counter()
         self.model_dir = resolve_model(self.cfg.model)
+        self._vllm_sleep = self.cfg.sleep_mode and current_platform.is_sleep_mode_available()
         args = AsyncEngineArgs(
             model=self.model_dir,
             tokenizer=self.model_dir,
@@ -119,10 +126,9 @@ class EngineActor:
             limit_mm_per_prompt={"image": self.cfg.max_images} if self._is_vl() else None,
             skip_mm_profiling=self._is_vl(),
             worker_extension_cls="maigym_ray.policy.weight_receiver.WeightReceiver",
+            enable_sleep_mode=self._vllm_sleep,
         )
         self.engine = AsyncLLM.from_engine_args(args)
-        from vllm.platforms import current_platform
-
         # vLLM's CPU sampler crashes the engine on per-request seeds in a batch ("CPU Generator does not use
         # offset"), so on CPU sampling is seeded by the engine seed alone.
         self._cpu = current_platform.is_cpu()
@@ -143,6 +149,7 @@ class EngineActor:
         from vllm.inputs import TokensPrompt
         from vllm.v1.engine.exceptions import EngineDeadError
 
+        self._awake("generate")
         if len(prompt_ids) + sampling.max_tokens > self.cfg.max_model_len:
             raise ContextOverflowError(
                 f"prompt of {len(prompt_ids)} tokens + {sampling.max_tokens} to generate exceeds "
@@ -201,6 +208,7 @@ class EngineActor:
         from maigym_ray.policy.weight_receiver import encode_bucket
         from maigym_ray.weights import group as weight_group
 
+        self._awake("receive_weights")
         if [(b["numel"], b["dtype"]) for b in buckets] != [
             (t.numel(), str(t.dtype)[6:]) for t in self._buffers
         ]:
@@ -213,6 +221,30 @@ class EngineActor:
         encoded = [encode_bucket([n for n, _ in b], [t for _, t in b]) for b in received]
         out = await self.update_weights(encoded, version)
         return {"tensors": float(out["tensors"]), "receive_s": t1 - t0, "load_s": time.perf_counter() - t1}
+
+    # -- colocated mode: the engine and the trainer take turns on the same GPUs --------------------------
+    async def sleep(self, level: int = 1) -> dict[str, Any]:
+        """Releases the engine's GPU memory while the trainer runs (colocated mode): level 1 moves the weights
+        to host memory and drops the KV cache, level 2 drops both (the next weight sync refills them). With
+        vLLM's sleep mode off (on CPU) nothing is released, but the engine refuses work until ``wake_up``, so
+        a rollout or a weight sync that overlaps the train step fails loudly instead of racing it."""
+        if not self.asleep:
+            if self._vllm_sleep:
+                await self.engine.sleep(level)
+            self.asleep = True
+        return {"asleep": True, "released": self._vllm_sleep, "level": level}
+
+    async def wake_up(self) -> dict[str, Any]:
+        """Takes the engine's memory back after the train step, before the weight sync that follows it."""
+        if self.asleep:
+            if self._vllm_sleep:
+                await self.engine.wake_up()
+            self.asleep = False
+        return {"asleep": False, "released": self._vllm_sleep}
+
+    def _awake(self, what: str) -> None:
+        if self.asleep:
+            raise MaigymError(f"engine {self.engine_id}: {what} while asleep (the trainer holds the GPU)")
 
     async def prefix_cache_stats(self) -> dict[str, float]:
         """vLLM's own prefix-cache counters of this engine: queries and hits (in tokens)."""

@@ -20,6 +20,8 @@ import random
 import shutil
 import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -158,7 +160,8 @@ class Driver:
         roles: dict[str, Any] | None = None,
     ) -> None:
         """``roles`` (from runtime/session.py): ``manager``, ``engines``, ``trainer`` (a TrainerGroup), the
-        rollout task's ``task_options``, and the weight sync's ``sync_backend`` and ``bucket_mb``."""
+        rollout task's ``task_options``, the weight sync's ``sync_backend`` and ``bucket_mb``, and ``colocated``
+        (engines and trainer share GPUs: the engines sleep through every train step)."""
         overlap = {t.id for t in train_tasks} & {t.id for t in test_tasks}
         if overlap:
             raise ValueError(f"held-out tasks must never enter training: {sorted(overlap)[:5]}")
@@ -177,6 +180,7 @@ class Driver:
         self.task_options: dict[str, Any] | None = roles.get("task_options")
         self.sync_backend: str = roles.get("sync_backend", "gloo")
         self.bucket_mb: int = roles.get("bucket_mb", 8)
+        self.colocated: bool = bool(roles.get("colocated", False))
         self.layout: list[dict[str, Any]] = []
         self.group = f"weights-{uuid.uuid4().hex[:8]}"
         self._wandb: Any = None
@@ -247,7 +251,10 @@ class Driver:
             for t, a in zip(trajs, adv.tolist(), strict=True):
                 seqs.extend(pack(t, self.policy.history, a))
 
-        stats = self._update(seqs) if seqs else {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "tokens": 0.0}
+        stats: dict[str, float] = {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "tokens": 0.0}
+        if seqs:
+            async with self._engines_asleep():
+                stats = self._update(seqs)
         t2 = time.perf_counter()
         sync_s = await self._broadcast() if seqs else 0.0
         scored = [f.trajectory for f in done if not f.trajectory.infra_failed]
@@ -288,11 +295,12 @@ class Driver:
         stats: dict[str, float] = {}
         sft = self.cfg.sft
         bar = tqdm(range(sft.steps), desc="SFT", unit="step")
-        for step in bar:
-            batch = rng.sample(seqs, size) if size < len(seqs) else seqs
-            self.trainer.set_lr(sft.lr * lr_factor(step, sft.steps, sft.warmup_steps, sft.schedule))
-            stats = self.trainer.update(batch, objective="sft")
-            bar.set_postfix(nll=f"{stats['loss']:.3f}")
+        async with self._engines_asleep():
+            for step in bar:
+                batch = rng.sample(seqs, size) if size < len(seqs) else seqs
+                self.trainer.set_lr(sft.lr * lr_factor(step, sft.steps, sft.warmup_steps, sft.schedule))
+                stats = self.trainer.update(batch, objective="sft")
+                bar.set_postfix(nll=f"{stats['loss']:.3f}")
         self.trainer.set_lr(self.trainer_cfg.lr)
         if self.cfg.grpo.reference_model:
             self.trainer.freeze_reference()
@@ -367,6 +375,19 @@ class Driver:
         if path.exists():  # a resumed run redoes work its last checkpoint did not cover
             shutil.rmtree(path)
         write_all(path, trajs)
+
+    @asynccontextmanager
+    async def _engines_asleep(self) -> AsyncIterator[None]:
+        """Colocated mode: the engines release their GPU memory for the train step inside and wake after it,
+        before the weight sync that follows (as verl does). Disaggregated: nothing happens."""
+        if not self.colocated:
+            yield
+            return
+        await asyncio.gather(*(e.sleep.remote() for e in self.engines))
+        try:
+            yield
+        finally:
+            await asyncio.gather(*(e.wake_up.remote() for e in self.engines))
 
     async def _broadcast(self) -> float:
         """Sends the trainer's weights to every engine over the weight group; returns seconds."""

@@ -11,6 +11,9 @@ this process with the loopback settings, so every node listens on 127.0.0.1 only
 Token auth is off for this throwaway cluster (``RAY_AUTH_MODE=disabled``, docs/platform-notes.md). Nodes are
 stopped by this process (``kill(name)`` removes one, as a machine loss would; ``stop()`` all), never by
 ``ray stop``.
+
+``python -m maigym_ray.runtime.local_cluster`` holds the three-node cluster of ``loopback_3node`` until Ctrl-C
+and prints its job server's address, for submitting jobs to it by hand (docs/scaling.md).
 """
 
 from __future__ import annotations
@@ -79,6 +82,12 @@ class LocalCluster:
             "resources": dict(spec.resources),
             "object_store_memory": 128 * 1024 * 1024,
             "dashboard_agent_listen_port": free_port(),
+            # Nodes on one machine share the session dir. Ray unpacks a job's working_dir into the node's
+            # runtime-env dir, and a node whose agent has not seen the package yet removes and re-extracts
+            # it (packaging.download_and_unpack_package, overwrite=True): with one shared dir, a worker node
+            # deleted the files under the running job's driver (ModuleNotFoundError on its next import).
+            # One dir per node, as separate machines have.
+            "runtime_env_dir_name": f"runtime_resources_{spec.name}",
         }
 
     def start(self, timeout_s: float = 120.0) -> LocalCluster:
@@ -154,3 +163,29 @@ LOOPBACK_3NODE = (
         NodeSpec("worker_b", num_cpus=2, num_gpus=1, resources={"web_host": 2, "trainer_host": 1}),
     ],
 )
+
+
+def main() -> None:
+    """Starts the ``loopback_3node`` cluster, prints its addresses and holds it until Ctrl-C (or SIGTERM)."""
+    import signal
+
+    def interrupt(*_: Any) -> None:
+        raise KeyboardInterrupt
+
+    cluster = LocalCluster(*LOOPBACK_3NODE).start()
+    # after start: the head node, started in this process, installs a SIGTERM handler of its own
+    signal.signal(signal.SIGTERM, interrupt)  # `kill PID` stops every node, as Ctrl-C does
+    print(f"job server: {cluster.dashboard_url}", flush=True)
+    print(f"GCS:        {cluster.gcs_address}", flush=True)
+    print("nodes: " + ", ".join(f"{n}={cluster.node_id(n)[:8]}" for n in cluster.nodes), flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        cluster.stop()
+
+
+if __name__ == "__main__":
+    main()

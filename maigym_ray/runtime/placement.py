@@ -64,12 +64,17 @@ class Placement:
             **self._runtime_env({}),
         }
 
-    def node_services(self) -> dict[str, Any]:
-        """The shared services (app servers, a shared Chromium), with the driver (see :meth:`env_manager`)."""
+    def node_services(self, node_id: str) -> dict[str, Any]:
+        """The shared services (app servers, a shared Chromium) of the node ``node_id``. Every node that hosts
+        env actors gets its own set, pinned there: its env actors reach their apps and browser on the node
+        itself (loopback), and losing a node takes only that node's services. The EnvManager calls this with
+        the node its env actor landed on (the env actor is placed by its host resource, the services follow)."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
         return {
             "num_cpus": 0,
             "max_concurrency": CONTROL_CONCURRENCY,
-            **self._with_driver(),
+            "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False),
             **self._runtime_env({}),
         }
 

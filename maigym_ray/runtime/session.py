@@ -75,7 +75,7 @@ class Session:
                 self.env,
                 tasks,
                 actor_options=self.placement.env_actors(self.env),
-                node_options=self.placement.node_services(),
+                node_options=self.placement.node_services,
             )
         )
         await self.manager.start.remote(wait=True)
@@ -90,7 +90,11 @@ class Session:
         if self.policy.kind != "engine":
             return []
         self.init_ray()
-        cfg = replace(self.policy.engine, tensor_parallel_size=self.topology.engines.tensor_parallel_size)
+        cfg = replace(
+            self.policy.engine,
+            tensor_parallel_size=self.topology.engines.tensor_parallel_size,
+            sleep_mode=self.topology.mode == "colocated",  # engines sleep while the trainer runs
+        )
         env = {"VLLM_CPU_KVCACHE_SPACE": str(cfg.cpu_kv_cache_gb)}
         for i in range(self.placement.engines):
             group = None

@@ -61,6 +61,7 @@ async def _run(session: Any, cfg: TrainConfig, train_tasks: list, test_tasks: li
             "task_options": session.placement.rollout_task(),
             "sync_backend": sync.backend,
             "bucket_mb": sync.bucket_mb,
+            "colocated": cfg.topology.mode == "colocated",
         }
         driver = (
             ray.remote(Driver)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from maigym_ray.errors import MaigymError
 from maigym_ray.harness.model_policy import Generation, SamplingConfig
 
 
@@ -46,6 +47,7 @@ class ScriptedEngine:
         self.calls = 0
         self.queries = 0
         self._steps: dict[str, int] = {}
+        self.asleep = False
 
     async def start(self) -> dict[str, Any]:
         """Like the engine actor's start: nothing to load."""
@@ -64,6 +66,8 @@ class ScriptedEngine:
         self, prompt_ids: list[int], images: list[bytes], sampling: SamplingConfig, episode_id: str
     ) -> Generation:
         """The episode's next scripted reply."""
+        if self.asleep:
+            raise MaigymError(f"engine {self.engine_id}: generate while asleep (the trainer holds the GPU)")
         n = self.calls
         self.calls += 1
         if n == self.die_after or self._claim("die"):
@@ -87,3 +91,13 @@ class ScriptedEngine:
 
     async def shutdown(self) -> None:
         """Nothing to stop."""
+
+    async def sleep(self, level: int = 1) -> dict[str, Any]:
+        """Like the engine actor's colocated-mode sleep on CPU: refuses ``generate`` until ``wake_up``."""
+        self.asleep = True
+        return {"asleep": True, "released": False, "level": level}
+
+    async def wake_up(self) -> dict[str, Any]:
+        """Ends a ``sleep``."""
+        self.asleep = False
+        return {"asleep": False, "released": False}

@@ -71,6 +71,22 @@ async def test_generate_returns_ids_logprobs_and_cache_hits(text_engine):
     assert after["queries"] - before["queries"] >= 400 and after["hits"] - before["hits"] >= 192
 
 
+async def test_a_sleeping_engine_refuses_work_until_it_wakes(text_engine):
+    """Colocated mode's turn-taking on CPU: vLLM has no sleep mode here, so sleep releases nothing, but the
+    engine refuses generation until it wakes (policy/engine.py, EngineActor.sleep)."""
+    from maigym_ray.errors import MaigymError
+
+    engine, _ = text_engine
+    slept = await engine.sleep.remote()
+    try:
+        assert slept["asleep"] and not slept["released"]
+        with pytest.raises(MaigymError, match="asleep"):
+            await engine.generate.remote(prompt(40), [], GREEDY, "ep-sleep")
+    finally:
+        assert not (await engine.wake_up.remote())["asleep"]
+    assert (await engine.generate.remote(prompt(40), [], GREEDY, "ep-sleep")).response_ids
+
+
 @pytest.mark.numeric
 async def test_greedy_matches_transformers(text_engine):
     import torch

@@ -1,10 +1,13 @@
-"""A real multi-node Ray cluster on this machine: a head and two workers started with ``ray start`` on
-loopback, each with its own ports and custom resources; worker B advertises a GPU it does not have.
+"""A real multi-node Ray cluster on this machine: a head and two worker nodes on loopback (each its own raylet,
+object store, ports, runtime-env dir and custom resources; runtime/local_cluster.py says why not ``ray start``);
+worker B advertises a GPU it does not have.
 
-One cluster is shared by the module (it takes ~20 s to come up). The tests run in order; the last one kills
-worker A. They check that actors land on the nodes their resources name, that a weight broadcast from the
-trainer (worker B) to an engine's node (worker A) is bit-identical, that ``ray job submit`` runs an eval and
-a short train run to a report, and that killing a node mid-eval loses no episode.
+One cluster is shared by the module (it takes ~10 s to come up). The tests run in order; the last one kills
+worker A. They check that actors land on the nodes their resources name (env actors by their host resource,
+each node's own node services with them), that a weight broadcast from the trainer (worker B) to an engine's
+node (worker A) is bit-identical, that ``ray job submit`` runs a short train run (engine on A, trainer on B,
+weights broadcast across) and an eval to a report (the two jobs run at the same time), and that killing a
+node mid-eval loses no episode.
 """
 
 from __future__ import annotations
@@ -94,11 +97,19 @@ async def test_actors_land_on_the_nodes_their_resources_name(cluster):
         manager = await session.start_envs()
         assert _node_of(ray, manager) == head  # the control plane sits with the driver
         leases = await manager.request.remote(4, "web")
-        env_nodes = [_node_of(ray, await manager.actor.remote(lease)) for lease in leases]
+        actors = [await manager.actor.remote(lease) for lease in leases]
+        env_nodes = [_node_of(ray, h) for h in actors]
+        services_nodes = [await h.services_node_id.remote() for h in actors]
+        services = await manager.node_services.remote()
         for lease in leases:
             await manager.release.remote(lease)
         # web_host: 2 on each worker, one unit per env: two envs on each worker, none on the head
         assert sorted(env_nodes) == sorted([a, a, b, b]), env_nodes
+        # node services: one set on each node that hosts env actors (none on the head), and every env actor
+        # uses the set on its own node
+        assert set(services) == {a, b}
+        assert all(_node_of(ray, h) == node for node, h in services.items())
+        assert services_nodes == env_nodes
         # an engine's options (engine_host) land it on worker A
         engine_like = ray.remote(WeightReceiverActor).options(**session.placement.engine()).remote()
         assert _node_of(ray, engine_like) == a
@@ -151,71 +162,110 @@ def test_weight_sync_between_nodes_is_bit_identical(cluster):
         ray.kill(receiver)
 
 
-def _submit(cluster, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _submit(cluster, cwd: Path, *args: str) -> subprocess.Popen[str]:
+    """``launch/submit.py ARGS`` against the cluster's job server, started (not waited for); its output goes
+    to files in ``cwd`` (a pipe nobody reads while another test runs could fill up and stall it)."""
     env = {k: v for k, v in os.environ.items() if k not in ("MAIGYM_PYTHON", "RAY_AUTH_TOKEN_PATH")}
     env.update(RAY_ADDRESS=cluster.dashboard_url, RAY_AUTH_MODE="disabled")
     cmd = [sys.executable, str(ROOT / "launch" / "submit.py"), *args]
-    return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    with open(cwd / "submit.out", "w") as out, open(cwd / "submit.err", "w") as err:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err, text=True)
+    proc.cwd = cwd  # type: ignore[attr-defined]
+    return proc
 
 
-@pytest.mark.skip(
-    reason="not working yet: inside the submitted job, maigym_ray submodules resolve partly from the uploaded "
-    "working dir and partly from the venv's editable install of /work/main (ModuleNotFoundError); see "
-    "docs/decisions.md"
-)
-def test_ray_job_submit_runs_an_eval_to_a_report(cluster, tmp_path):
-    out = tmp_path / "eval"
+def _finish(proc: subprocess.Popen[str], timeout_s: float = 300) -> tuple[int, str, str]:
+    """Waits for a ``_submit`` process; returns its exit status, stdout and stderr."""
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    cwd: Path = proc.cwd  # type: ignore[attr-defined]
+    return proc.returncode, (cwd / "submit.out").read_text(), (cwd / "submit.err").read_text()
+
+
+@pytest.fixture(scope="module")
+def eval_job(cluster, tmp_path_factory):
+    """The submitted eval, started when first asked for and left running. The train test asks first, so the
+    eval (golden policy: no engine; 2 of the 4 web_host units, the train job takes the other 2) runs alongside
+    the train job and the module stays short; its own test then waits for it."""
+    tmp = tmp_path_factory.mktemp("submit-eval")
+    out = tmp / "eval"
     proc = _submit(
         cluster,
-        tmp_path,
+        tmp,
         "--submission-id=mn-eval",
         "maigym_ray.cli.eval",
         "topology=loopback_3node",
         "policy.kind=golden",
         "tasks.limit=4",
-        "concurrency=4",
-        "env.pools.web.target_size=4",
-        "env.pools.web.max_size=4",
+        "concurrency=2",
+        "env.pools.web.target_size=2",
+        "env.pools.web.max_size=2",
         f"output_dir={out}",
         "wandb.mode=disabled",
     )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
-    assert "mn-eval SUCCEEDED" in proc.stdout
+    yield out, proc
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+def test_ray_job_submit_runs_a_short_train_run_across_nodes(cluster, tmp_path, eval_job):
+    """The engine on worker A, the trainer on worker B: SFT and one GRPO round broadcast weights across.
+    (``eval_job`` starts the eval job alongside; see the fixture.)"""
+    out = tmp_path / "train"
+    rc, stdout, stderr = _finish(
+        _submit(
+            cluster,
+            tmp_path,
+            "--submission-id=mn-train",
+            "maigym_ray.cli.train",
+            "topology=loopback_3node",
+            "tasks.pool=curriculum",  # no synthesis stage: the multi-node part is what this test is for
+            "tasks.limit=8",  # 6 train, 2 held-out
+            "env.pools.web.target_size=2",
+            "env.pools.web.max_size=2",
+            "driver.concurrency=2",
+            "driver.sft.steps=1",
+            "driver.sft.demos_per_task=1",
+            "driver.heldout.episodes_per_task=1",
+            "driver.grpo.rounds=1",
+            "driver.grpo.groups_per_round=2",
+            "sampler.group_size=2",
+            "policy.sampling.max_tokens=8",
+            f"output_dir={out}",
+            "wandb.mode=disabled",
+        )
+    )
+    assert rc == 0, stdout[-4000:] + stderr[-3000:]
+    report = json.loads((out / "report.json").read_text())
+    # the SFT warm-up ends with a broadcast from the trainer to the engine: version 1 at least
+    assert report["rounds"] == 1 and report["policy_version"] >= 1
+    assert "trains on cpu: Ray assigned GPU ids ['0']" in stdout  # the rank's log, from worker B
+    # where the job's roles ran (Ray keeps dead actors' records): engine on A, trainer on B, driver on the head
+    from ray.job_submission import JobSubmissionClient
+    from ray.util.state import list_actors
+
+    job_id = JobSubmissionClient(cluster.dashboard_url).get_job_info("mn-train").driver_info.id
+    nodes = {
+        cls: {a.node_id for a in list_actors(filters=[("class_name", "=", cls), ("job_id", "=", job_id)])}
+        for cls in ("EngineActor", "TrainerRank", "Driver", "NodeServices")
+    }
+    assert nodes["EngineActor"] == {cluster.node_id("worker_a")}, nodes
+    assert nodes["TrainerRank"] == {cluster.node_id("worker_b")}, nodes
+    assert nodes["Driver"] == {cluster.node_id("head")}, nodes
+    assert nodes["NodeServices"] <= {cluster.node_id("worker_a"), cluster.node_id("worker_b")}, nodes
+
+
+def test_ray_job_submit_runs_an_eval_to_a_report(eval_job):
+    out, proc = eval_job
+    rc, stdout, stderr = _finish(proc)
+    assert rc == 0, stdout[-4000:] + stderr[-3000:]
+    assert "mn-eval SUCCEEDED" in stdout
     report = json.loads((out / "report.json").read_text())
     assert report["episodes"] == 4 and report["success_rate"] == 1.0 and report["infra_failed"] == 0
-
-
-@pytest.mark.skip(
-    reason="not working yet: inside the submitted job, maigym_ray submodules resolve partly from the uploaded "
-    "working dir and partly from the venv's editable install of /work/main (ModuleNotFoundError); see "
-    "docs/decisions.md"
-)
-def test_ray_job_submit_runs_a_short_train_run_across_nodes(cluster, tmp_path):
-    """The engine on worker A, the trainer on worker B: SFT and one GRPO round broadcast weights across."""
-    out = tmp_path / "train"
-    proc = _submit(
-        cluster,
-        tmp_path,
-        "--submission-id=mn-train",
-        "maigym_ray.cli.train",
-        "topology=loopback_3node",
-        "tasks.limit=12",
-        "env.pools.web.target_size=2",
-        "env.pools.web.max_size=4",
-        "driver.concurrency=2",
-        "driver.sft.steps=2",
-        "driver.heldout.episodes_per_task=1",
-        "driver.grpo.rounds=1",
-        "driver.grpo.groups_per_round=2",
-        "sampler.group_size=2",
-        "policy.sampling.max_tokens=12",
-        f"output_dir={out}",
-        "wandb.mode=disabled",
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
-    report = json.loads((out / "report.json").read_text())
-    assert report["rounds"] == 1 and report["policy_version"] >= 1  # weights went to the engine at least once
-    assert "trains on cpu: Ray assigned GPU ids ['0']" in proc.stdout  # the rank's log, from worker B
 
 
 async def test_killing_a_worker_mid_eval_loses_no_episode(cluster, tmp_path):

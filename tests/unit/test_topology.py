@@ -51,7 +51,7 @@ def test_every_shipped_topology_builds_options_for_every_role(name):
     platforms = {p: topo.env_hosts[p].envs for p in topo.env_hosts if topo.env_hosts[p].envs}
     validate(topo, platforms or pool_capacity(cfg.env), cfg.policy.num_engines)
     pl = Placement(topo, cfg.policy.num_engines)
-    for opts in (pl.driver(), pl.env_manager(), pl.node_services(), pl.rollout_task()):
+    for opts in (pl.driver(), pl.env_manager(), pl.node_services("ab" * 28), pl.rollout_task()):
         assert opts["num_cpus"] >= 0
     for pool in cfg.env.pools.values():
         host = topo.env_hosts.get(pool.platform)

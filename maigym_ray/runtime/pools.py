@@ -66,11 +66,13 @@ def _families(cfg: TasksConfig) -> list:
     families' training instances are split "rl" and only they are held out (the novel-apps experiment)."""
     names = family_names(cfg.pool[len(FAMILIES_PREFIX) :])
     if not cfg.novel_families:
-        return family_tasks(names, cfg.family_train, cfg.family_heldout, cite_ids=cfg.family_cite_ids)
+        return family_tasks(
+            names, cfg.family_train, cfg.family_heldout, cite_ids=cfg.family_cite_ids, ids=cfg.family_ids
+        )
     novel = family_names(",".join(cfg.novel_families))
     if set(novel) & set(names):
         raise ConfigError(f"tasks.novel_families {novel} must not be in tasks.pool {names}")
-    cite = cfg.family_cite_ids
-    return family_tasks(names, cfg.family_train, 0, cite_ids=cite) + family_tasks(
-        novel, cfg.family_train, cfg.family_heldout, train_split="rl", cite_ids=cite
+    kw = {"cite_ids": cfg.family_cite_ids, "ids": cfg.family_ids}
+    return family_tasks(names, cfg.family_train, 0, **kw) + family_tasks(
+        novel, cfg.family_train, cfg.family_heldout, train_split="rl", **kw
     )

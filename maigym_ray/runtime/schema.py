@@ -35,6 +35,9 @@ class TasksConfig:
     family_heldout: int = 16
     #: name the target item's (per-instance) id in each family instruction (tasks/families.py, cite_id).
     family_cite_ids: bool = False
+    #: "random" (new item ids every instance) or "per_name" (an item's id follows from its name), see
+    #: tasks/families.py.
+    family_ids: str = "random"
     #: families whose training instances are labelled "rl" (RL only, no demonstrations) and that alone supply
     #: the held-out instances: the novel-apps experiment (conf/experiment/novel_apps.yaml). [] = none.
     novel_families: list[str] = field(default_factory=list)

@@ -64,12 +64,18 @@ class Family:
     #: name the item's id in the instruction too ("Email “X” (m47): star it."): the id still changes every
     #: instance, but the model can copy it from the task instead of finding the row on the screen.
     cite_id: bool = False
+    #: "random" (new two-digit ids every instance) or "per_name" (an item's id follows from its name, the
+    #: name's place in ``names``: the instance still draws which items, their order, dates and the target, but
+    #: the id of a name is learnable as an association).
+    ids: str = "random"
 
     def instance(self, seed: int) -> TaskSpec:
         """The task of instance ``seed`` (deterministic: the same seed gives the same task)."""
         rng = random.Random(f"{self.name}:{seed}")
         names = rng.sample(self.names, self.items_per_instance)
         numbers = rng.sample(range(10, 100), self.items_per_instance)  # two digits: two single tokens
+        if self.ids == "per_name":
+            numbers = [self.names.index(n) + 1 for n in names]
         dates = rng.sample(_DATES, self.items_per_instance)
         ids = [f"{self.id_prefix}{n}" for n in numbers]
         target = rng.randrange(self.items_per_instance)
@@ -315,11 +321,14 @@ def family_tasks(
     *,
     train_split: str = TRAIN_SPLIT,
     cite_ids: bool = False,
+    ids: str = "random",
 ) -> list[TaskSpec]:
     """``n_train`` training and ``n_heldout`` held-out instances of each family, families interleaved (so a
     ``tasks.limit`` keeps every family). ``train_split`` relabels the training instances (e.g. "rl" for the
     novel-apps experiment, where they are trained on by RL only)."""
-    fams = [replace(FAMILIES[n], cite_id=cite_ids) for n in names]
+    if ids not in ("random", "per_name"):
+        raise TaskError(f"family ids {ids!r}: choose random or per_name")
+    fams = [replace(FAMILIES[n], cite_id=cite_ids, ids=ids) for n in names]
     out = []
     for seeds in (train_seeds(n_train), heldout_seeds(n_heldout)):
         for s in seeds:

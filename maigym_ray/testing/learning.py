@@ -10,15 +10,15 @@ weight sync that never arrives). This module runs the same pieces the driver run
   copy of the model, which sees new weights only when :meth:`TorchEngine.receive` is called (the sync);
 - the trainer (:class:`~maigym_ray.rl.trainer.TorchTrainer`), packing and group advantages of rl/.
 
-The family, ``fake-pick``: the screen lists a few buttons with random two-digit ids and random labels in a
-random order; the task names one label; success is clicking that button's id (read off the screen) and
-nothing else. Training and held-out instances use disjoint seeds.
+The family, ``fake-pick``: the screen lists a few buttons (labels drawn from ten) in a random order; the task
+names one label; success is clicking that button's id and nothing else. Training and held-out instances use
+disjoint seeds. With random ids the tiny model cannot learn to read the id off the screen in any budget a CI
+test has (docs/experiments/2026-12-01-task-families.md), so the guard uses ids that follow from the label.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -42,31 +42,34 @@ LABELS = ("OK", "Cancel", "Save", "Delete", "Next", "Back", "Send", "Close", "He
 HELDOUT_SEED0 = 1_000_000
 
 
-def fake_pick_task(seed: int, buttons: int = 3) -> TaskSpec:
-    """Instance ``seed`` of the ``fake-pick`` family (held out from ``HELDOUT_SEED0`` on)."""
+def fake_pick_task(seed: int, buttons: int = 3, ids: str = "per_label", cite_id: bool = False) -> TaskSpec:
+    """Instance ``seed`` of the ``fake-pick`` family (held out from ``HELDOUT_SEED0`` on). ``ids``: "random"
+    (new two-digit ids every instance: the id must be read off the screen) or "per_label" (a button's id
+    follows from its label, ``b<label index>``: an association); ``cite_id`` names the id in the task."""
     rng = random.Random(f"fake-pick:{seed}")
     labels = rng.sample(LABELS, buttons)
-    ids = [f"b{n}" for n in rng.sample(range(10, 100), buttons)]
+    numbers = rng.sample(range(10, 100), buttons)  # drawn either way: the instances do not depend on ``ids``
+    if ids == "per_label":
+        numbers = [LABELS.index(lab) for lab in labels]
+    ids_ = [f"b{n}" for n in numbers]
     target = rng.randrange(buttons)
-    screen = "\n".join(f'[{i}] button "{lab}"' for i, lab in zip(ids, labels, strict=True))
+    screen = "\n".join(f'[{i}] button "{lab}"' for i, lab in zip(ids_, labels, strict=True))
     checks: list[dict[str, Any]] = [
-        {"op": "exists", "app": "fake", "path": "clicked", "match": {"id": ids[target]}}
+        {"op": "exists", "app": "fake", "path": "clicked", "match": {"id": ids_[target]}}
     ]
     checks += [
         {"op": "absent", "app": "fake", "path": "clicked", "match": {"id": i}}
-        for i in ids
-        if i != ids[target]
+        for i in ids_
+        if i != ids_[target]
     ]
     return TaskSpec(
         id=f"fake-pick-{seed}",
-        instruction=f"Press “{labels[target]}” ({ids[target]})."
-        if os.environ.get("PICK_ID")
-        else f"Press “{labels[target]}”.",
+        instruction=f"Press “{labels[target]}”" + (f" ({ids_[target]})." if cite_id else "."),
         apps=("fake",),
         platforms=("web",),
         initial_state={"fake": {"screens": [screen, "Done."]}},
         verifier={"name": "checks", "params": {"checks": checks}},
-        golden=(f'click(id="{ids[target]}")', 'terminate(status="success")'),
+        golden=(f'click(id="{ids_[target]}")', 'terminate(status="success")'),
         max_steps=3,
         split="test" if seed >= HELDOUT_SEED0 else "train",
     )
@@ -131,8 +134,10 @@ class LearningConfig:
     kl_coef: float = 0.0
     #: held-out instances (greedy evals).
     heldout: int = 48
-    #: buttons on each screen.
+    #: buttons on each screen, and how their ids are drawn (:func:`fake_pick_task`).
     buttons: int = 3
+    ids: str = "per_label"
+    cite_id: bool = False
     seed: int = 0
     # The breakages the CI test must catch: each one, set, must take the lift away.
     #: multiplies every advantage (-1: the broken sign).
@@ -191,14 +196,20 @@ class LearningRun:
 
     async def evaluate(self) -> float:
         """Greedy held-out success on fresh instances (seeds the training split never uses)."""
-        tasks = [fake_pick_task(HELDOUT_SEED0 + i, self.cfg.buttons) for i in range(self.cfg.heldout)]
+        tasks = [
+            fake_pick_task(HELDOUT_SEED0 + i, self.cfg.buttons, self.cfg.ids, self.cfg.cite_id)
+            for i in range(self.cfg.heldout)
+        ]
         trajs = await self._episodes(tasks, self._policy(0.0))
         return sum(t.reward.success for t in trajs) / len(trajs)
 
     async def sft(self) -> None:
         """SFT on the fixed demonstrations (the golden replays of training instances 0..sft_demos-1)."""
         demo = DemonstrationPolicy(self.builder, self.encode, self.decode, self.end_ids, self.history)
-        tasks = [fake_pick_task(i, self.cfg.buttons) for i in range(self.cfg.sft_demos)]
+        tasks = [
+            fake_pick_task(i, self.cfg.buttons, self.cfg.ids, self.cfg.cite_id)
+            for i in range(self.cfg.sft_demos)
+        ]
         seqs = [s for t in await self._episodes(tasks, demo) for s in pack(t, self.history, 1.0)]
         rng = random.Random(self.cfg.seed)
         for step in range(self.cfg.sft_steps):
@@ -211,7 +222,10 @@ class LearningRun:
     async def grpo_round(self, r: int) -> float:
         """One round on fresh training instances; returns the round's rollout success."""
         base = self.cfg.sft_demos + r * self.cfg.groups  # instances SFT never saw, new every round
-        tasks = [fake_pick_task(base + g, self.cfg.buttons) for g in range(self.cfg.groups)]
+        tasks = [
+            fake_pick_task(base + g, self.cfg.buttons, self.cfg.ids, self.cfg.cite_id)
+            for g in range(self.cfg.groups)
+        ]
         policy = self._policy(1.0)
         seqs, wins, n = [], 0, 0
         for t in tasks:

@@ -85,3 +85,16 @@ def test_the_pool_spec_loads_families_and_the_novel_split() -> None:
     assert "plants" in NOVEL_APPS
     with pytest.raises(TaskError, match="unknown task families"):
         family_names("mail-star,nope")
+
+
+def test_per_name_ids_follow_the_name_and_cited_ids_are_in_the_instruction() -> None:
+    seen: dict[str, str] = {}
+    for t in family_tasks(["mail-star"], 30, 5, ids="per_name"):
+        for m in t.initial_state["mail"]["messages"]:
+            assert seen.setdefault(m["subject"], m["id"]) == m["id"]
+    assert len(set(seen.values())) == len(seen)  # one id per name, distinct
+    for t in family_tasks(["contacts-favorite"], 5, 0, cite_ids=True):
+        cited = t.golden[0].split('"')[1].removeprefix("contact-")
+        assert f"({cited}):" in t.instruction
+    with pytest.raises(TaskError):
+        family_tasks(["mail-star"], 1, 0, ids="sequential")

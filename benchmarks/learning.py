@@ -39,8 +39,19 @@ QUICK = [
 ]
 
 
+REUSE = False
+
+
 def train(overrides: list[str], out: Path, timeout: int = 3600) -> dict[str, Any]:
-    """One training run; its report plus the wall time."""
+    """One training run; its report plus the wall time (with ``--reuse``, a finished run found at ``out`` is read
+    back instead: its ``command.txt`` holds the overrides it ran with)."""
+    if REUSE and (out / "report.json").exists():
+        report = json.loads((out / "report.json").read_text())
+        report["wall_s"] = report.get("seconds")
+        report["command"] = (
+            (out / "command.txt").read_text().strip() if (out / "command.txt").exists() else ""
+        )
+        return report
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": str(ROOT)}
     cmd = [
@@ -61,6 +72,7 @@ def train(overrides: list[str], out: Path, timeout: int = 3600) -> dict[str, Any
     report = json.loads((out / "report.json").read_text())
     report["wall_s"] = time.perf_counter() - t0
     report["command"] = "python -m maigym_ray.cli.train " + " ".join(overrides)
+    (out / "command.txt").write_text(report["command"] + "\n")
     return report
 
 
@@ -87,7 +99,10 @@ def main() -> int:
     ap.add_argument("--json", default="")
     ap.add_argument("--only", default="main,novel,ablations", help="comma list of main, novel, ablations")
     ap.add_argument("--workdir", default="", help="where the runs go (default: a temp dir)")
+    ap.add_argument("--reuse", action="store_true", help="read back runs already finished in --workdir")
     args = ap.parse_args()
+    global REUSE
+    REUSE = args.reuse
     parts = set(args.only.split(","))
     extra = QUICK if args.quick else []
     work = Path(args.workdir or tempfile.mkdtemp(prefix="learning-bench-"))

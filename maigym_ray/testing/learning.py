@@ -19,6 +19,7 @@ test has (docs/experiments/2026-12-01-task-families.md), so the guard uses ids t
 from __future__ import annotations
 
 import asyncio
+import copy
 import random
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -243,19 +244,40 @@ class LearningRun:
                 self._sync()
         return wins / max(1, n)
 
-    async def _run(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"before": await self.evaluate()}
-        await self.sft()
-        out["sft"] = await self.evaluate()
+    async def _run(self, start: dict[str, Any] | None) -> dict[str, Any]:
+        if start is None:  # before, SFT, and the SFT'd weights (a later run with other RL settings reuses them)
+            before = await self.evaluate()
+            await self.sft()
+            weights = {k: v.clone() for k, v in self.trainer.model.state_dict().items()}
+            opt = copy.deepcopy(self.trainer.opt.state_dict())
+            start = {"before": before, "sft": await self.evaluate(), "weights": weights, "opt": opt}
+        else:
+            self.trainer.model.load_state_dict(start["weights"])
+            self.trainer.opt.load_state_dict(copy.deepcopy(start["opt"]))
+            self.trainer.set_lr(self.cfg.lr)
+            self.trainer.freeze_reference()
+            self._sync()
+        out: dict[str, Any] = {"before": start["before"], "sft": start["sft"]}
         out["rounds"] = [await self.grpo_round(r) for r in range(self.cfg.rounds)]
         out["rl"] = await self.evaluate()
+        out["start"] = start
         return out
 
-    def run(self) -> dict[str, Any]:
-        """Held-out success before training, after SFT and after RL, and each round's rollout success."""
-        return asyncio.run(self._run())
+    def run(self, start: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Held-out success before training, after SFT and after RL, and each round's rollout success.
+        ``start``: a previous run's ``out["start"]`` (same SFT settings), to skip its evals and SFT."""
+        return asyncio.run(self._run(start))
+
+
+#: SFT results by the settings that decide them (the RL breakages share one warm-up).
+_STARTS: dict[tuple, dict[str, Any]] = {}
 
 
 def run_learning(cfg: LearningConfig | None = None, **overrides: Any) -> dict[str, Any]:
-    """:class:`LearningRun` of ``cfg`` with ``overrides`` applied."""
-    return LearningRun(replace(cfg or LearningConfig(), **overrides)).run()
+    """:class:`LearningRun` of ``cfg`` with ``overrides`` applied; runs whose SFT settings match an earlier
+    run in this process start from its post-SFT weights."""
+    cfg = replace(cfg or LearningConfig(), **overrides)
+    key = (cfg.sft_demos, cfg.sft_steps, cfg.sft_lr, cfg.heldout, cfg.buttons, cfg.ids, cfg.cite_id, cfg.seed)
+    out = LearningRun(cfg).run(_STARTS.get(key))
+    _STARTS[key] = out.pop("start")
+    return out

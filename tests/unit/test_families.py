@@ -98,3 +98,23 @@ def test_per_name_ids_follow_the_name_and_cited_ids_are_in_the_instruction() -> 
         assert f"({cited}):" in t.instruction
     with pytest.raises(TaskError):
         family_tasks(["mail-star"], 1, 0, ids="sequential")
+
+
+def test_fake_pick_instances_verify_the_golden_click_only() -> None:
+    from maigym_ray.testing.learning import HELDOUT_SEED0, fake_pick_task
+
+    for seed in (*range(10), *range(HELDOUT_SEED0, HELDOUT_SEED0 + 10)):
+        for ids in ("random", "per_label"):
+            t = fake_pick_task(seed, ids=ids)
+            target = t.golden[0].split('"')[1]
+            assert f"[{target}] button" in t.initial_state["fake"]["screens"][0]
+            assert t.split == ("test" if seed >= HELDOUT_SEED0 else "train")
+            ok = {"fake": {"clicked": [{"id": target}]}}
+            assert run_verifier(t.verifier, ok, None).success
+            other = next(
+                ln.split("]")[0][1:]
+                for ln in t.initial_state["fake"]["screens"][0].splitlines()
+                if target not in ln
+            )
+            both = {"fake": {"clicked": [{"id": target}, {"id": other}]}}
+            assert not run_verifier(t.verifier, both, None).success

@@ -125,13 +125,13 @@ class LearningConfig:
 
     #: fixed demonstrations (training instances 0..n-1) and SFT steps over them.
     sft_demos: int = 24
-    sft_steps: int = 30
+    sft_steps: int = 100
     sft_lr: float = 3e-3
     #: GRPO rounds, groups per round (each a fresh training instance), attempts per group.
-    rounds: int = 8
+    rounds: int = 10
     groups: int = 8
     group_size: int = 6
-    lr: float = 2e-3
+    lr: float = 5e-4
     kl_coef: float = 0.0
     #: held-out instances (greedy evals).
     heldout: int = 48
@@ -245,7 +245,9 @@ class LearningRun:
         return wins / max(1, n)
 
     async def _run(self, start: dict[str, Any] | None) -> dict[str, Any]:
-        if start is None:  # before, SFT, and the SFT'd weights (a later run with other RL settings reuses them)
+        if (
+            start is None
+        ):  # before, SFT, and the SFT'd weights (a later run with other RL settings reuses them)
             before = await self.evaluate()
             await self.sft()
             weights = {k: v.clone() for k, v in self.trainer.model.state_dict().items()}

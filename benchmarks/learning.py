@@ -106,7 +106,20 @@ def main() -> int:
     parts = set(args.only.split(","))
     extra = QUICK if args.quick else []
     work = Path(args.workdir or tempfile.mkdtemp(prefix="learning-bench-"))
-    out: dict[str, Any] = {"seeds": 0, "quick": args.quick}
+    # Parts left out (--only) stay in the JSON as nulls, so a reader sees they were not run.
+    out: dict[str, Any] = {
+        "seeds": 0,
+        "quick": args.quick,
+        "novel_apps": dict.fromkeys(("before", "after", "steps_before", "steps_after")),
+        "ablations": dict.fromkeys(
+            (
+                "window_vs_step_update_s",
+                "window_vs_step_heldout",
+                "adaptive_vs_uniform_zero_var_share",
+                "adaptive_vs_uniform_heldout",
+            )
+        ),
+    }
 
     runs: list[dict[str, Any]] = []
     if "main" in parts or "ablations" in parts:
@@ -162,11 +175,11 @@ def main() -> int:
     for k in ("seeds", "sft_mean", "rl_mean", "lift_mean", "lift_min", "steps_sft_mean", "steps_rl_mean"):
         if k in out:
             print(f"{k:34s} {out[k]}")
-    if "novel_apps" in out:
+    if "novel" in parts:
         n = out["novel_apps"]
         print(f"{'novel apps success before -> after':34s} {n['before']} -> {n['after']}")
         print(f"{'novel apps steps before -> after':34s} {n['steps_before']} -> {n['steps_after']}")
-    for k, v in out.get("ablations", {}).items():
+    for k, v in out["ablations"].items():
         if k != "runs":
             print(f"{k:34s} {v}")
     if args.json:

@@ -54,6 +54,9 @@ class SFTConfig:
     lr: float = 1e-3
     #: demonstrations per training task (a golden replay is deterministic, so 1 per platform suffices).
     demos_per_task: int = 1
+    #: demonstrate only the first N training tasks (0 = all): a fixed demonstration set, for pools of task
+    #: family instances (tasks/families.py) whose RL samples many more training instances than SFT sees.
+    tasks: int = 0
     #: demonstrations per step, drawn at random (0 = all of them every step).
     batch_size: int = 16
     #: learning-rate schedule over the warm-up's steps: "cosine" (decay to 0) or "constant" (rl/schedule.py).
@@ -119,6 +122,8 @@ class RunState:
     round: int = 0
     version: int = 0
     heldout: dict[str, float] = field(default_factory=dict)
+    #: mean steps of the held-out episodes of each eval (scored episodes only).
+    heldout_steps: dict[str, float] = field(default_factory=dict)
     history: list[dict[str, Any]] = field(default_factory=list)
     sampler: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
@@ -158,19 +163,23 @@ class Driver:
         wandb_mode: str = "offline",
         wandb_project: str = "maigym_ray",
         roles: dict[str, Any] | None = None,
+        rl_tasks: list[TaskSpec] | None = None,
     ) -> None:
         """``roles`` (from runtime/session.py): ``manager``, ``engines``, ``trainer`` (a TrainerGroup), the
         rollout task's ``task_options``, the weight sync's ``sync_backend`` and ``bucket_mb``, and ``colocated``
-        (engines and trainer share GPUs: the engines sleep through every train step)."""
-        overlap = {t.id for t in train_tasks} & {t.id for t in test_tasks}
+        (engines and trainer share GPUs: the engines sleep through every train step).
+        ``train_tasks`` give the SFT demonstrations; RL samples ``rl_tasks`` (default: the same tasks), which
+        may have no demonstrations at all (verifier-only RL, e.g. on novel apps)."""
+        rl_tasks = train_tasks if rl_tasks is None else rl_tasks
+        overlap = {t.id for t in [*train_tasks, *rl_tasks]} & {t.id for t in test_tasks}
         if overlap:
             raise ValueError(f"held-out tasks must never enter training: {sorted(overlap)[:5]}")
         self.cfg, self.policy, self.trainer_cfg, self.env_cfg = cfg, policy, trainer, env
-        self.train_tasks, self.test_tasks = train_tasks, test_tasks
-        self.tasks = {t.id: t for t in [*train_tasks, *test_tasks]}
+        self.train_tasks, self.test_tasks, self.rl_tasks = train_tasks, test_tasks, rl_tasks
+        self.tasks = {t.id: t for t in [*train_tasks, *rl_tasks, *test_tasks]}
         self.platforms = sorted({p.platform for p in env.pools.values()})
         self.run_dir = Path(run_dir)
-        self.sampler = AdaptiveSampler([t.id for t in train_tasks], sampler, seed=cfg.seed)
+        self.sampler = AdaptiveSampler([t.id for t in rl_tasks], sampler, seed=cfg.seed)
         self.wandb_mode, self.wandb_project = wandb_mode, wandb_project
         self.state = RunState()
         roles = roles or {}
@@ -278,9 +287,10 @@ class Driver:
         """Replays the training tasks' golden solutions through the harness and trains on them (SFT)."""
         assert self.trainer is not None
         demo = replace(self.policy, kind="demo")
+        demo_tasks = self.train_tasks[: self.cfg.sft.tasks] if self.cfg.sft.tasks else self.train_tasks
         work = [
             ((t.id, j), t, self._platform(t, j))
-            for t in self.train_tasks
+            for t in demo_tasks
             for j in range(self.cfg.sft.demos_per_task)
         ]
         done = await self._rollouts(work, demo, "demos")
@@ -329,8 +339,16 @@ class Driver:
         self._store(f"eval-{label}", [f.trajectory for f in done])
         scored = [f.trajectory for f in done if not f.trajectory.infra_failed]
         heldout = rate(sum(t.reward.success for t in scored), len(scored))
+        steps = sum(len(t.turns) for t in scored) / len(scored) if scored else None
+        if steps is not None:
+            self.state.heldout_steps[label] = steps
         self._log(
-            {"phase": f"eval-{label}", "heldout_success": heldout, "infra_failed": len(done) - len(scored)}
+            {
+                "phase": f"eval-{label}",
+                "heldout_success": heldout,
+                "heldout_mean_steps": steps,
+                "infra_failed": len(done) - len(scored),
+            }
         )
         return heldout
 
@@ -487,9 +505,13 @@ class Driver:
             "heldout_success_before": h.get("before"),
             "heldout_success_sft": h.get("sft"),
             "heldout_success_rl": h.get("rl"),
+            "heldout_mean_steps_before": self.state.heldout_steps.get("before"),
+            "heldout_mean_steps_sft": self.state.heldout_steps.get("sft"),
+            "heldout_mean_steps_rl": self.state.heldout_steps.get("rl"),
             "rounds": self.state.round,
             "seconds": self.state.seconds,
             "train_tasks": len(self.train_tasks),
+            "rl_tasks": len(self.rl_tasks),
             "heldout_tasks": len(self.test_tasks),
             "heldout_episodes_per_task": self.cfg.heldout.episodes_per_task,
             "policy_version": self.state.version,

@@ -16,6 +16,7 @@ from maigym_ray.errors import ConfigError
 from maigym_ray.runtime.schema import TasksConfig
 from maigym_ray.runtime.topology import TopologyConfig
 from maigym_ray.tasks.curriculum import curriculum_tasks
+from maigym_ray.tasks.families import FAMILIES_PREFIX, family_names, family_tasks
 from maigym_ray.tasks.pool import TaskPool
 
 SYNTH_PREFIX = "synth:"
@@ -69,8 +70,27 @@ def load_tasks(cfg: TasksConfig) -> TaskPool:
         pool = TaskPool.builtin()
     elif cfg.pool == "curriculum":
         pool = TaskPool(curriculum_tasks())
+    elif cfg.pool.startswith(FAMILIES_PREFIX):
+        pool = TaskPool(_families(cfg))
     else:
         pool = TaskPool.load(cfg.pool)
     pool = pool.filter(split=cfg.split or None, apps=cfg.apps or None)
     tasks = list(pool)
     return TaskPool(tasks[: cfg.limit] if cfg.limit else tasks)
+
+
+def _families(cfg: TasksConfig) -> list:
+    """A "families:" pool: training and held-out instances of each family; with ``novel_families``, those
+    families' training instances are split "rl" and only they are held out (the novel-apps experiment)."""
+    names = family_names(cfg.pool[len(FAMILIES_PREFIX) :])
+    if not cfg.novel_families:
+        return family_tasks(
+            names, cfg.family_train, cfg.family_heldout, cite_ids=cfg.family_cite_ids, ids=cfg.family_ids
+        )
+    novel = family_names(",".join(cfg.novel_families))
+    if set(novel) & set(names):
+        raise ConfigError(f"tasks.novel_families {novel} must not be in tasks.pool {names}")
+    kw = {"cite_ids": cfg.family_cite_ids, "ids": cfg.family_ids}
+    return family_tasks(names, cfg.family_train, 0, **kw) + family_tasks(
+        novel, cfg.family_train, cfg.family_heldout, train_split="rl", **kw
+    )

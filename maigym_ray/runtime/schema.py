@@ -29,6 +29,18 @@ class TasksConfig:
     pool: str = "builtin"
     #: worlds synthesised for a "synth:" pool (the curriculum template needs only one).
     synth_worlds: int = 1
+    #: training instances per family of a "families:<name>[,<name>...]" pool (tasks/families.py).
+    family_train: int = 256
+    #: held-out instances per family of a "families:" pool (seeds disjoint from the training ones).
+    family_heldout: int = 16
+    #: name the target item's (per-instance) id in each family instruction (tasks/families.py, cite_id).
+    family_cite_ids: bool = False
+    #: "random" (new item ids every instance) or "per_name" (an item's id follows from its name), see
+    #: tasks/families.py.
+    family_ids: str = "random"
+    #: families whose training instances are labelled "rl" (RL only, no demonstrations) and that alone supply
+    #: the held-out instances: the novel-apps experiment (conf/experiment/novel_apps.yaml). [] = none.
+    novel_families: list[str] = field(default_factory=list)
     #: keep only this split ("" = all).
     split: str = ""
     #: keep only tasks on these apps ([] = all).
@@ -109,6 +121,9 @@ class TrainConfig:
     #: the split trained on, and the held-out split evaluated (never trained on).
     train_split: str = "train"
     heldout_split: str = "test"
+    #: the split RL trains on, when it is not the SFT split ("" = train_split, or "rl" when
+    #: tasks.novel_families is set: the novel-apps experiment).
+    rl_split: str = ""
     #: the run directory; "" = Hydra's run directory. ``driver.resume=true`` continues the run found there.
     output_dir: str = ""
     #: a name for the run (wandb run name, report title).

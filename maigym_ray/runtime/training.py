@@ -31,25 +31,33 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict[str, Any]:
     runnable = [t for t in pool if platforms & set(t.platforms)]
     train_tasks = [t for t in runnable if t.split == cfg.train_split]
     test_tasks = [t for t in runnable if t.split == cfg.heldout_split]
+    # A novel-apps pool labels the novel families' training instances "rl" (runtime/pools.py).
+    rl_split = cfg.rl_split or ("rl" if cfg.tasks.novel_families else cfg.train_split)
+    rl_tasks = [t for t in runnable if t.split == rl_split]
+    if not rl_tasks:
+        raise ConfigError(f"the pool has no {rl_split!r} tasks for RL (rl_split)")
     if not train_tasks or not test_tasks:
         raise ConfigError(
             f"the pool has {len(train_tasks)} {cfg.train_split!r} and {len(test_tasks)} {cfg.heldout_split!r} "
             "tasks; training needs both"
         )
     try:
-        return asyncio.run(_run(session, cfg, train_tasks, test_tasks, run_dir))
+        return asyncio.run(_run(session, cfg, train_tasks, test_tasks, run_dir, rl_tasks))
     finally:
         session.shutdown_ray()
 
 
-async def _run(session: Any, cfg: TrainConfig, train_tasks: list, test_tasks: list, run_dir: Path) -> Any:
+async def _run(
+    session: Any, cfg: TrainConfig, train_tasks: list, test_tasks: list, run_dir: Path, rl_tasks: list
+) -> Any:
     import ray
 
     from maigym_ray.policy.engine import resolve_model
     from maigym_ray.rl.driver import Driver
 
     try:
-        manager, engines = await session.start([*train_tasks, *test_tasks])
+        extra = [t for t in rl_tasks if t.split != cfg.train_split]
+        manager, engines = await session.start([*train_tasks, *extra, *test_tasks])
         trainer = await asyncio.to_thread(
             session.start_trainer, resolve_model(cfg.policy.engine.model), cfg.trainer, cfg.driver.seed
         )
@@ -78,6 +86,7 @@ async def _run(session: Any, cfg: TrainConfig, train_tasks: list, test_tasks: li
                 cfg.wandb.mode,
                 cfg.wandb.project,
                 roles,
+                rl_tasks=rl_tasks,
             )
         )
         return await driver.run.remote()

@@ -1,7 +1,8 @@
 """FakeBackend: a scripted Backend for unit tests, conformance tests and fault drills.
 
-It keeps a tiny app state (``{"fake": {"screen", "clicks", "typed", "actions"}}``) that verifiers can read,
-cycles through the configured screens, and fails on demand:
+It keeps a tiny app state (``{"fake": {"screen", "clicks", "typed", "actions", "clicked"}}``, ``clicked``
+holding one ``{"id": ...}`` record per click) that verifiers can read, cycles through the configured screens
+(or the task's own, ``initial_state["fake"]["screens"]``: task families on the fake), and fails on demand:
 
 - in process, ``backend.inject(op, kind)`` arms a one-shot fault;
 - across processes (env actors in Ray workers), a file ``<faults_dir>/<op>.<kind>`` is claimed (unlinked) by the
@@ -67,10 +68,11 @@ class FakeBackend(Backend):
         self.calls: dict[str, int] = dict.fromkeys(FAULT_OPS, 0)
         self._armed: list[tuple[str, str]] = []
         self._state: dict[str, Any] = {}
+        self._screens: list[str] = []
         self._reset_state()
 
     def _reset_state(self) -> None:
-        self._state = {"screen": 0, "clicks": 0, "typed": "", "actions": []}
+        self._state = {"screen": 0, "clicks": 0, "typed": "", "actions": [], "clicked": []}
 
     def inject(self, op: str, kind: str) -> None:
         """Arms a one-shot fault on this instance's next ``op`` (in-process tests)."""
@@ -116,11 +118,12 @@ class FakeBackend(Backend):
         if self.cfg.delay_s:
             await asyncio.sleep(self.cfg.delay_s)
         self._reset_state()
+        self._screens = list(task.initial_state.get("fake", {}).get("screens", []))
 
     async def observe(self) -> Observation:
         await self._enter("observe")
         self._check_up()
-        screens = self.cfg.screens or [""]
+        screens = self._screens or self.cfg.screens or [""]
         screen = self._state["screen"] % len(screens)
         return Observation(
             platform=self.platform,
@@ -139,6 +142,7 @@ class FakeBackend(Backend):
         self._state["actions"].append(action.to_text())
         if action.name == "click":
             self._state["clicks"] += 1
+            self._state["clicked"].append({"id": str(action.args.get("id", ""))})
         elif action.name == "type":
             self._state["typed"] += str(action.args.get("text", ""))
         self._state["screen"] += 1
@@ -147,7 +151,13 @@ class FakeBackend(Backend):
     async def state(self) -> dict[str, Any]:
         await self._enter("state")
         self._check_up()
-        return {"fake": {**self._state, "actions": list(self._state["actions"])}}
+        return {
+            "fake": {
+                **self._state,
+                "actions": list(self._state["actions"]),
+                "clicked": [dict(c) for c in self._state["clicked"]],
+            }
+        }
 
     async def health(self) -> bool:
         try:

@@ -23,6 +23,7 @@ pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = [
     "experiment=debug",
+    "tasks.pool=synth:curriculum",  # what this test checks: synthesis, the split, resume
     "tasks.limit=12",  # 9 train + 3 held-out curriculum tasks
     "env.pools.web.target_size=2",
     "env.pools.web.max_size=2",

@@ -1,0 +1,191 @@
+"""Does RL learn? The main job's recipe over seeds, verifier-only RL on novel apps, and two toy ablations.
+
+    python benchmarks/learning.py [--seeds N] [--quick] [--json out.json] [--only main,novel,ablations]
+
+Each run is ``python -m maigym_ray.cli.train`` in a subprocess (its own Ray, engines, Chromium), read back from
+its ``report.json``:
+
+- main: ``experiment=debug driver.seed=S`` for S in 0..N-1: held-out success after SFT and after RL on fresh
+  instances of the task families (tasks/families.py), and the mean held-out steps;
+- novel: ``experiment=novel_apps``: SFT on the training apps' families only, then RL from verifier rewards
+  alone on the novel app's training instances; held out: fresh instances on the novel app;
+- ablations, seed 0, the same budget: window-wise against step-wise history (update time per round and final
+  held-out success), adaptive against uniform task sampling (zero-variance share and final held-out success).
+  The window/adaptive arm is the main run of seed 0.
+
+``--quick`` shortens every run (fewer rounds, held-out episodes and SFT steps): a smoke run of the plumbing,
+not a measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from statistics import mean
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICK = [
+    "driver.grpo.rounds=2",
+    "driver.heldout.episodes_per_task=1",
+    "driver.sft.steps=20",
+    "tasks.family_heldout=4",
+]
+
+
+REUSE = False
+
+
+def train(overrides: list[str], out: Path, timeout: int = 3600) -> dict[str, Any]:
+    """One training run; its report plus the wall time (with ``--reuse``, a finished run found at ``out`` is read
+    back instead: its ``command.txt`` holds the overrides it ran with)."""
+    if REUSE and (out / "report.json").exists():
+        report = json.loads((out / "report.json").read_text())
+        report["wall_s"] = report.get("seconds")
+        report["command"] = (
+            (out / "command.txt").read_text().strip() if (out / "command.txt").exists() else ""
+        )
+        return report
+    out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": str(ROOT)}
+    cmd = [
+        sys.executable,
+        "-m",
+        "maigym_ray.cli.train",
+        *overrides,
+        f"output_dir={out}",
+        "wandb.mode=disabled",
+    ]
+    t0 = time.perf_counter()
+    with open(out.parent / f"{out.name}.log", "w") as log:
+        rc = subprocess.run(
+            cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout
+        ).returncode
+    if rc != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {rc}; see {out.parent / (out.name + '.log')}")
+    report = json.loads((out / "report.json").read_text())
+    report["wall_s"] = time.perf_counter() - t0
+    report["command"] = "python -m maigym_ray.cli.train " + " ".join(overrides)
+    (out / "command.txt").write_text(report["command"] + "\n")
+    return report
+
+
+def _zero_var(r: dict[str, Any]) -> float:
+    h = r.get("history", [])
+    return mean(x.get("zero_var_share", 0.0) for x in h) if h else 0.0
+
+
+def _update_s(r: dict[str, Any]) -> float:
+    h = r.get("history", [])
+    return mean(x.get("update_s", 0.0) for x in h) if h else 0.0
+
+
+def _short(r: dict[str, Any]) -> dict[str, Any]:
+    keys = ("heldout_success_before", "heldout_success_sft", "heldout_success_rl")
+    steps = ("heldout_mean_steps_sft", "heldout_mean_steps_rl")
+    return {**{k: r.get(k) for k in (*keys, *steps)}, "seconds": r.get("wall_s"), "command": r.get("command")}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json", default="")
+    ap.add_argument("--only", default="main,novel,ablations", help="comma list of main, novel, ablations")
+    ap.add_argument("--workdir", default="", help="where the runs go (default: a temp dir)")
+    ap.add_argument("--reuse", action="store_true", help="read back runs already finished in --workdir")
+    args = ap.parse_args()
+    global REUSE
+    REUSE = args.reuse
+    parts = set(args.only.split(","))
+    extra = QUICK if args.quick else []
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="learning-bench-"))
+    # Parts left out (--only) stay in the JSON as nulls, so a reader sees they were not run.
+    out: dict[str, Any] = {
+        "seeds": 0,
+        "quick": args.quick,
+        "novel_apps": dict.fromkeys(("before", "after", "steps_before", "steps_after")),
+        "ablations": dict.fromkeys(
+            (
+                "window_vs_step_update_s",
+                "window_vs_step_heldout",
+                "adaptive_vs_uniform_zero_var_share",
+                "adaptive_vs_uniform_heldout",
+            )
+        ),
+    }
+
+    runs: list[dict[str, Any]] = []
+    if "main" in parts or "ablations" in parts:
+        for s in range(args.seeds if "main" in parts else 1):
+            runs.append(train(["experiment=debug", f"driver.seed={s}", *extra], work / f"main-{s}"))
+            print(f"seed {s}: {json.dumps(_short(runs[-1]))}", flush=True)
+    if "main" in parts:
+        sft = [r["heldout_success_sft"] for r in runs]
+        rl = [r["heldout_success_rl"] for r in runs]
+        lifts = [b - a for a, b in zip(sft, rl, strict=True)]
+        out.update(
+            seeds=len(runs),
+            sft_mean=mean(sft),
+            rl_mean=mean(rl),
+            lift_mean=mean(lifts),
+            lift_min=min(lifts),
+            steps_sft_mean=mean(r["heldout_mean_steps_sft"] for r in runs),
+            steps_rl_mean=mean(r["heldout_mean_steps_rl"] for r in runs),
+            runs=[_short(r) for r in runs],
+        )
+    if "novel" in parts:
+        r = train(["experiment=novel_apps", *extra], work / "novel")
+        out["novel_apps"] = {
+            "before": r["heldout_success_sft"],
+            "after": r["heldout_success_rl"],
+            "steps_before": r["heldout_mean_steps_sft"],
+            "steps_after": r["heldout_mean_steps_rl"],
+            "reference": {"before": 0.258, "after": 0.452, "steps_before": 33.3, "steps_after": 16.4},
+            "run": _short(r),
+        }
+    if "ablations" in parts:
+        base = runs[0]
+        step = train(["experiment=debug", "policy.history.strategy=step", *extra], work / "step")
+        uniform = train(["experiment=debug", "sampler.mode=uniform", *extra], work / "uniform")
+        out["ablations"] = {
+            "window_vs_step_update_s": {"window": _update_s(base), "step": _update_s(step)},
+            "window_vs_step_heldout": {
+                "window": base["heldout_success_rl"],
+                "step": step["heldout_success_rl"],
+            },
+            "adaptive_vs_uniform_zero_var_share": {
+                "adaptive": _zero_var(base),
+                "uniform": _zero_var(uniform),
+            },
+            "adaptive_vs_uniform_heldout": {
+                "adaptive": base["heldout_success_rl"],
+                "uniform": uniform["heldout_success_rl"],
+            },
+            "runs": {"step": _short(step), "uniform": _short(uniform)},
+        }
+
+    print(f"{'figure':34s} value")
+    for k in ("seeds", "sft_mean", "rl_mean", "lift_mean", "lift_min", "steps_sft_mean", "steps_rl_mean"):
+        if k in out:
+            print(f"{k:34s} {out[k]}")
+    if "novel" in parts:
+        n = out["novel_apps"]
+        print(f"{'novel apps success before -> after':34s} {n['before']} -> {n['after']}")
+        print(f"{'novel apps steps before -> after':34s} {n['steps_before']} -> {n['steps_after']}")
+    for k, v in out["ablations"].items():
+        if k != "runs":
+            print(f"{k:34s} {v}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

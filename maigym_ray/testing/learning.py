@@ -1,0 +1,285 @@
+"""A learning check that runs in process in a minute: SFT then GRPO on a tiny task family over the FakeBackend.
+
+The main job (rl/driver.py) needs Ray, vLLM and Chromium, minutes to start and a quarter of an hour to show a
+lift; CI needs a guard that fails when learning breaks (a flipped advantage sign, a zero learning rate, a
+weight sync that never arrives). This module runs the same pieces the driver runs, in one process:
+
+- the harness (``run_episode``, ``ModelPolicy`` / ``DemonstrationPolicy``, the prompt builder) against an
+  in-process :class:`~maigym_ray.envs.actor.EnvActor` on the :class:`FakeBackend`;
+- :class:`TorchEngine`: the engine's ``generate`` (ids in, sampled ids and logprobs out) on a transformers
+  copy of the model, which sees new weights only when :meth:`TorchEngine.receive` is called (the sync);
+- the trainer (:class:`~maigym_ray.rl.trainer.TorchTrainer`), packing and group advantages of rl/.
+
+The family, ``fake-pick``: the screen lists a few buttons (labels drawn from ten) in a random order; the task
+names one label; success is clicking that button's id and nothing else. Training and held-out instances use
+disjoint seeds. With random ids the tiny model cannot learn to read the id off the screen in any budget a CI
+test has (docs/experiments/2026-12-01-task-families.md), so the guard uses ids that follow from the label.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import random
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from maigym_ray.config import FakeBackendConfig, PoolConfig
+from maigym_ray.harness.demonstration import DemonstrationPolicy
+from maigym_ray.harness.episode import run_episode
+from maigym_ray.harness.history import HistoryConfig
+from maigym_ray.harness.model_policy import Generation, ModelPolicy, SamplingConfig
+from maigym_ray.harness.prompt import PromptBuilder, PromptConfig
+from maigym_ray.rl.advantages import group_advantages
+from maigym_ray.rl.packing import pack
+from maigym_ray.rl.schedule import lr_factor
+from maigym_ray.rl.trainer import TorchTrainer, TrainerConfig
+from maigym_ray.types import TaskSpec, Trajectory
+
+LABELS = ("OK", "Cancel", "Save", "Delete", "Next", "Back", "Send", "Close", "Help", "Open")
+HELDOUT_SEED0 = 1_000_000
+
+
+def fake_pick_task(seed: int, buttons: int = 3, ids: str = "per_label", cite_id: bool = False) -> TaskSpec:
+    """Instance ``seed`` of the ``fake-pick`` family (held out from ``HELDOUT_SEED0`` on). ``ids``: "random"
+    (new two-digit ids every instance: the id must be read off the screen) or "per_label" (a button's id
+    follows from its label, ``b<label index>``: an association); ``cite_id`` names the id in the task."""
+    rng = random.Random(f"fake-pick:{seed}")
+    labels = rng.sample(LABELS, buttons)
+    numbers = rng.sample(range(10, 100), buttons)  # drawn either way: the instances do not depend on ``ids``
+    if ids == "per_label":
+        numbers = [LABELS.index(lab) for lab in labels]
+    ids_ = [f"b{n}" for n in numbers]
+    target = rng.randrange(buttons)
+    screen = "\n".join(f'[{i}] button "{lab}"' for i, lab in zip(ids_, labels, strict=True))
+    checks: list[dict[str, Any]] = [
+        {"op": "exists", "app": "fake", "path": "clicked", "match": {"id": ids_[target]}}
+    ]
+    checks += [
+        {"op": "absent", "app": "fake", "path": "clicked", "match": {"id": i}}
+        for i in ids_
+        if i != ids_[target]
+    ]
+    return TaskSpec(
+        id=f"fake-pick-{seed}",
+        instruction=f"Press “{labels[target]}”" + (f" ({ids_[target]})." if cite_id else "."),
+        apps=("fake",),
+        platforms=("web",),
+        initial_state={"fake": {"screens": [screen, "Done."]}},
+        verifier={"name": "checks", "params": {"checks": checks}},
+        golden=(f'click(id="{ids_[target]}")', 'terminate(status="success")'),
+        max_steps=3,
+        split="test" if seed >= HELDOUT_SEED0 else "train",
+    )
+
+
+class TorchEngine:
+    """The engine's ``generate`` on a transformers model in this process (sampling with a KV cache)."""
+
+    def __init__(self, model_dir: str | Path, stop_ids: tuple[int, ...], seed: int = 0) -> None:
+        from transformers import AutoModelForCausalLM
+
+        self.model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
+        self.stop_ids = set(stop_ids)
+        self.gen = torch.Generator().manual_seed(seed)
+        self.version = 0
+
+    def receive(self, weights: list[tuple[str, torch.Tensor]], version: int) -> None:
+        """The weight sync: load the trainer's tensors."""
+        self.model.load_state_dict(dict(weights), strict=False)
+        self.version = version
+
+    async def generate(
+        self, prompt_ids: list[int], images: list[bytes], sampling: SamplingConfig, episode_id: str
+    ) -> Generation:
+        """Samples up to ``sampling.max_tokens`` ids (greedy at temperature 0); logprobs at temperature 1."""
+        with torch.no_grad():
+            return self._sample(prompt_ids, sampling)
+
+    def _sample(self, prompt_ids: list[int], sampling: SamplingConfig) -> Generation:
+        ids = torch.tensor([prompt_ids])
+        out, lps, past = [], [], None
+        for _ in range(sampling.max_tokens):
+            res = self.model(input_ids=ids, past_key_values=past, use_cache=True)
+            past = res.past_key_values
+            logp = torch.log_softmax(res.logits[0, -1].float(), dim=-1)
+            if sampling.temperature <= 0:
+                tok = int(logp.argmax())
+            else:
+                probs = torch.softmax(logp / sampling.temperature, dim=-1)
+                tok = int(torch.multinomial(probs, 1, generator=self.gen))
+            out.append(tok)
+            lps.append(float(logp[tok]))
+            if tok in self.stop_ids:
+                break
+            ids = torch.tensor([[tok]])
+        return Generation(tuple(out), tuple(lps), 0, self.version)
+
+
+@dataclass
+class LearningConfig:
+    """One in-process SFT + GRPO run on ``fake-pick`` (the defaults are the CI test's)."""
+
+    #: fixed demonstrations (training instances 0..n-1) and SFT steps over them.
+    sft_demos: int = 24
+    sft_steps: int = 100
+    sft_lr: float = 3e-3
+    #: GRPO rounds, groups per round (each a fresh training instance), attempts per group.
+    rounds: int = 10
+    groups: int = 8
+    group_size: int = 6
+    lr: float = 5e-4
+    kl_coef: float = 0.0
+    #: held-out instances (greedy evals).
+    heldout: int = 48
+    #: buttons on each screen, and how their ids are drawn (:func:`fake_pick_task`).
+    buttons: int = 3
+    ids: str = "per_label"
+    cite_id: bool = False
+    seed: int = 0
+    # The breakages the CI test must catch: each one, set, must take the lift away.
+    #: multiplies every advantage (-1: the broken sign).
+    advantage_sign: float = 1.0
+    #: False: the engine never receives the RL weights (a sync that never arrives).
+    sync: bool = True
+
+
+class LearningRun:
+    """The run of one :class:`LearningConfig`; :meth:`run` returns held-out success before / SFT / RL."""
+
+    def __init__(self, cfg: LearningConfig, model_dir: str | Path | None = None) -> None:
+        from transformers import AutoModelForCausalLM
+
+        from maigym_ray.policy.tiny_models import default_model_dir
+        from maigym_ray.rollout import load_tokenizer
+
+        self.cfg = cfg
+        model_dir = model_dir or default_model_dir("text")
+        torch.manual_seed(cfg.seed)
+        tok = load_tokenizer(str(model_dir))
+        self.encode = lambda s: tok.encode(s, add_special_tokens=False).ids
+        self.decode = lambda ids: tok.decode(ids, skip_special_tokens=True)
+        end = tok.token_to_id("<|im_end|>")
+        self.end_ids = (end,)
+        self.history = HistoryConfig()
+        self.builder = PromptBuilder(self.encode, PromptConfig(repeat_task=True))
+        model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+        self.trainer = TorchTrainer(
+            model, TrainerConfig(lr=cfg.lr, kl_coef=cfg.kl_coef, aggregation="seq_mean_token_mean")
+        )
+        self.engine = TorchEngine(model_dir, (end, tok.token_to_id("<|endoftext|>")), seed=cfg.seed)
+        self.version = 0
+        self.rng = random.Random(cfg.seed)
+        self._env: Any = None
+
+    async def _actor(self) -> Any:
+        if self._env is None:
+            from maigym_ray.envs.actor import EnvActor
+
+            self._env = EnvActor()
+            await self._env.start("fake-learning", PoolConfig(backend="fake", fake=FakeBackendConfig()), [])
+        return self._env
+
+    async def _episodes(self, tasks: list[TaskSpec], policy: Any) -> list[Trajectory]:
+        env = await self._actor()
+        return [await run_episode(env, t, policy) for t in tasks]
+
+    def _policy(self, temperature: float) -> ModelPolicy:
+        sampling = SamplingConfig(temperature=temperature, max_tokens=16)
+        return ModelPolicy(self.engine, self.builder, self.decode, self.history, sampling)
+
+    def _sync(self) -> None:
+        self.version += 1
+        self.engine.receive(self.trainer.weights(), self.version)
+
+    async def evaluate(self) -> float:
+        """Greedy held-out success on fresh instances (seeds the training split never uses)."""
+        tasks = [
+            fake_pick_task(HELDOUT_SEED0 + i, self.cfg.buttons, self.cfg.ids, self.cfg.cite_id)
+            for i in range(self.cfg.heldout)
+        ]
+        trajs = await self._episodes(tasks, self._policy(0.0))
+        return sum(t.reward.success for t in trajs) / len(trajs)
+
+    async def sft(self) -> None:
+        """SFT on the fixed demonstrations (the golden replays of training instances 0..sft_demos-1)."""
+        demo = DemonstrationPolicy(self.builder, self.encode, self.decode, self.end_ids, self.history)
+        tasks = [
+            fake_pick_task(i, self.cfg.buttons, self.cfg.ids, self.cfg.cite_id)
+            for i in range(self.cfg.sft_demos)
+        ]
+        seqs = [s for t in await self._episodes(tasks, demo) for s in pack(t, self.history, 1.0)]
+        rng = random.Random(self.cfg.seed)
+        for step in range(self.cfg.sft_steps):
+            self.trainer.set_lr(self.cfg.sft_lr * lr_factor(step, self.cfg.sft_steps, 5, "cosine"))
+            self.trainer.update(rng.sample(seqs, min(16, len(seqs))), objective="sft")
+        self.trainer.set_lr(self.cfg.lr)
+        self.trainer.freeze_reference()
+        self._sync()
+
+    async def grpo_round(self, r: int) -> float:
+        """One round on fresh training instances; returns the round's rollout success."""
+        base = self.cfg.sft_demos + r * self.cfg.groups  # instances SFT never saw, new every round
+        tasks = [
+            fake_pick_task(base + g, self.cfg.buttons, self.cfg.ids, self.cfg.cite_id)
+            for g in range(self.cfg.groups)
+        ]
+        policy = self._policy(1.0)
+        seqs, wins, n = [], 0, 0
+        for t in tasks:
+            trajs = await self._episodes([t] * self.cfg.group_size, policy)
+            rewards = torch.tensor([[x.reward.value for x in trajs]])
+            wins += int(sum(x.reward.success for x in trajs))
+            n += len(trajs)
+            adv = group_advantages(rewards)[0] * self.cfg.advantage_sign
+            for x, a in zip(trajs, adv.tolist(), strict=True):
+                if a != 0.0:
+                    seqs.extend(pack(x, self.history, a))
+        if seqs:
+            self.trainer.update(seqs)
+            if self.cfg.sync:
+                self._sync()
+        return wins / max(1, n)
+
+    async def _run(self, start: dict[str, Any] | None) -> dict[str, Any]:
+        if (
+            start is None
+        ):  # before, SFT, and the SFT'd weights (a later run with other RL settings reuses them)
+            before = await self.evaluate()
+            await self.sft()
+            weights = {k: v.clone() for k, v in self.trainer.model.state_dict().items()}
+            opt = copy.deepcopy(self.trainer.opt.state_dict())
+            start = {"before": before, "sft": await self.evaluate(), "weights": weights, "opt": opt}
+        else:
+            self.trainer.model.load_state_dict(start["weights"])
+            self.trainer.opt.load_state_dict(copy.deepcopy(start["opt"]))
+            self.trainer.set_lr(self.cfg.lr)
+            self.trainer.freeze_reference()
+            self._sync()
+        out: dict[str, Any] = {"before": start["before"], "sft": start["sft"]}
+        out["rounds"] = [await self.grpo_round(r) for r in range(self.cfg.rounds)]
+        out["rl"] = await self.evaluate()
+        out["start"] = start
+        return out
+
+    def run(self, start: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Held-out success before training, after SFT and after RL, and each round's rollout success.
+        ``start``: a previous run's ``out["start"]`` (same SFT settings), to skip its evals and SFT."""
+        return asyncio.run(self._run(start))
+
+
+#: SFT results by the settings that decide them (the RL breakages share one warm-up).
+_STARTS: dict[tuple, dict[str, Any]] = {}
+
+
+def run_learning(cfg: LearningConfig | None = None, **overrides: Any) -> dict[str, Any]:
+    """:class:`LearningRun` of ``cfg`` with ``overrides`` applied; runs whose SFT settings match an earlier
+    run in this process start from its post-SFT weights."""
+    cfg = replace(cfg or LearningConfig(), **overrides)
+    key = (cfg.sft_demos, cfg.sft_steps, cfg.sft_lr, cfg.heldout, cfg.buttons, cfg.ids, cfg.cite_id, cfg.seed)
+    out = LearningRun(cfg).run(_STARTS.get(key))
+    _STARTS[key] = out.pop("start")
+    return out

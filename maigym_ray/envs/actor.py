@@ -21,17 +21,18 @@ from maigym_ray.types import Action, Observation, Reward, StepResult, TaskSpec
 
 
 def build_backend(
-    pool: PoolConfig, apps: list[str], app_bind: str = "127.0.0.1", node: Any = None
+    pool: PoolConfig, apps: list[str], app_bind: str = "127.0.0.1", node: Any = None, owner: str = ""
 ) -> Backend:
     """The backend a pool asks for. With ``node`` (the NodeServices actor) the apps live there, and so does the
-    page when the pool shares the browser; without it everything runs in this process."""
+    page when the pool shares the browser, held under ``owner`` (the instance id, for the manager to reclaim);
+    without it everything runs in this process."""
     if pool.backend == "web":
         from maigym_ray.envs.backends.web import LocalApps, WebBackend
 
         if pool.web.browser == "shared" and node is not None:
             from maigym_ray.envs.remote import RemotePage
 
-            page: Any = RemotePage(node)
+            page: Any = RemotePage(node, owner)
         else:
             from maigym_ray.envs.backends.page import LocalPage
 
@@ -39,7 +40,7 @@ def build_backend(
         if node is not None:
             from maigym_ray.envs.remote import RemoteApps
 
-            app_handle: Any = RemoteApps(node, apps)
+            app_handle: Any = RemoteApps(node, apps, owner)
         else:
             app_handle = LocalApps(apps, app_bind)
         return WebBackend(pool.web, app_handle, page)
@@ -50,7 +51,7 @@ def build_backend(
         if node is not None:
             from maigym_ray.envs.remote import RemoteApps
 
-            android_apps: Any = RemoteApps(node, apps)
+            android_apps: Any = RemoteApps(node, apps, owner)
         else:
             android_apps = LocalApps(apps, app_bind)
         return AndroidBackend(pool.android, android_apps)
@@ -61,7 +62,7 @@ def build_backend(
         if node is not None:  # the desktop's Chromium reaches the node's AppServer (app_bind)
             from maigym_ray.envs.remote import RemoteApps
 
-            desktop_apps: Any = RemoteApps(node, apps)
+            desktop_apps: Any = RemoteApps(node, apps, owner)
         else:
             desktop_apps = LocalApps(apps, app_bind)
         return DesktopBackend(pool.desktop, desktop_apps, build_provider(pool.desktop))
@@ -73,7 +74,7 @@ def build_backend(
         import importlib
 
         module, _, name = SUITE_BACKENDS[pool.backend].partition(":")
-        return getattr(importlib.import_module(module), name)(pool, apps, app_bind, node)
+        return getattr(importlib.import_module(module), name)(pool, apps, app_bind, node, owner)
     raise ConfigError(
         f"backend {pool.backend!r} is not available; available: web, android, desktop, fake, "
         f"{', '.join(SUITE_BACKENDS)}"
@@ -131,7 +132,7 @@ class EnvActor:
     ) -> dict[str, Any]:
         """Builds and starts the backend the pool asks for; returns the actor's pid and platform."""
         self.instance_id = instance_id
-        self.backend = build_backend(pool, apps, app_bind, node)
+        self.backend = build_backend(pool, apps, app_bind, node, instance_id)
         await self.backend.start()
         return {"pid": os.getpid(), "platform": self.backend.platform}
 

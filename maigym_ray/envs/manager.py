@@ -210,6 +210,7 @@ class EnvManager:
             self._counters[f"start_failure:{type(exc).__name__}"] += 1
             self._instances.pop(iid, None)
             ray.kill(handle, no_restart=True)
+            self._reclaim(iid)
             await asyncio.sleep(min(5.0, 0.5 * self._counters["start_failures"]))
         await self._notify()
 
@@ -224,6 +225,15 @@ class EnvManager:
             ray.kill(inst.handle, no_restart=True)
         except Exception:
             pass
+        self._reclaim(inst.id)
+
+    def _reclaim(self, iid: str) -> None:
+        """Has the node's services close what instance ``iid`` held there (its app namespace, its page in the
+        shared browser). A graceful close did it already; an actor killed by a signal, a crash or a timeout
+        never does, and each leftover namespace holds a server, its sockets and ~0.5 MB of app state.
+        Fire-and-forget: a dead services actor took them with it."""
+        if self._node is not None:
+            self._node.release.remote(iid)
 
     async def _notify(self) -> None:
         async with self._changed:
@@ -258,6 +268,7 @@ class EnvManager:
                 ray.kill(inst.handle, no_restart=True)
             except Exception:
                 pass
+            self._reclaim(inst.id)
         await self._notify()
 
     # -- leases ---------------------------------------------------------------------------------------------
@@ -419,6 +430,11 @@ class EnvManager:
             }
             for i in self._instances.values()
         ]
+
+    async def service_held(self) -> dict[str, int]:
+        """How many app namespaces and shared-browser pages the node's services hold (one each per live web
+        instance; more is a leak)."""
+        return await self._node.held.remote() if self._node is not None else {}
 
     async def service_pids(self) -> dict[str, int]:
         """Pids of the node's shared services process and of its Chromium (0 when not shared)."""

@@ -28,14 +28,16 @@ class _Service:
 
 
 class RemotePage:
-    """A page in the node's BrowserHost (same interface as LocalPage)."""
+    """A page in the node's BrowserHost (same interface as LocalPage). ``owner`` is the env instance's id, under
+    which the manager reclaims the page if the instance dies without closing it."""
 
-    def __init__(self, node: Any) -> None:
+    def __init__(self, node: Any, owner: str = "") -> None:
         self._s = _Service(node, "browser")
+        self.owner = owner
         self.page_id = ""
 
     async def open(self, **driver_args: Any) -> None:
-        self.page_id = await self._s.call("open", **driver_args)
+        self.page_id = await self._s.call("open", owner=self.owner, **driver_args)
 
     async def reset(self, url: str) -> None:
         await self._s.call("reset", self.page_id, url)
@@ -67,17 +69,18 @@ class RemotePage:
 
 
 class RemoteApps:
-    """A namespace of the node's AppServer (same interface as LocalApps)."""
+    """A namespace of the node's AppServer (same interface as LocalApps). ``owner`` as for RemotePage."""
 
-    def __init__(self, node: Any, apps: list[str]) -> None:
+    def __init__(self, node: Any, apps: list[str], owner: str = "") -> None:
         self._s = _Service(node, "apps")
+        self.owner = owner
         self.wanted = apps
         self.ns = ""
         self.url = ""
         self.names: list[str] = []
 
     async def start(self) -> None:
-        info = await self._s.call("create", self.wanted)
+        info = await self._s.call("create", self.wanted, owner=self.owner)
         self.ns, self.url, self.names = info["ns"], info["url"], info["apps"]
 
     async def reset(self, seeds: dict[str, Any]) -> None:

@@ -221,14 +221,14 @@ class MiniwobBackend(Backend):
 
 
 def build_backend(
-    pool: PoolConfig, apps: list[str], app_bind: str = "127.0.0.1", node: Any = None
+    pool: PoolConfig, apps: list[str], app_bind: str = "127.0.0.1", node: Any = None, owner: str = ""
 ) -> Backend:
     """The ``miniwob`` backend kind (registered in envs.actor.SUITE_BACKENDS): the pool's web settings, the
     node's shared Chromium when it has one, else a Chromium of this process. It hosts no mocked apps."""
     if pool.web.browser == "shared" and node is not None:
         from maigym_ray.envs.remote import RemotePage
 
-        page: Any = RemotePage(node)
+        page: Any = RemotePage(node, owner)
     else:
         from maigym_ray.envs.backends.page import LocalPage
 

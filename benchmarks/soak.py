@@ -11,12 +11,14 @@ engines are replaced between batches, as a driver would.
 
 Figures: ``attempted`` work items, ``completed`` (scored: success or failure), ``infra_failed``,
 ``task_errors``, ``lost`` (items with no record, or more than one: must be 0), ``kills`` (and by kind),
-``rss_slope_mb_per_min`` (memory growth once warm: every process of the tree, this one, Ray, actors, Chromium,
-is sampled between batches with the pools back at their size; each process's Theil–Sen RSS slope over the
-samples after the first third of the run and after the process's own first minute, summed over processes; ``rss_slope_tree_mb_per_min`` is the slope of
-the tree's total, which jumps whenever chaos kills a process or Ray resizes its worker pool), ``fds_start`` /
-``fds_end`` (open files of the same process tree after the first two batches, one per policy, and after the
-last batch, both once the pools are back to their warm size) and ``minutes``. Falls back to the fake backend when Chromium is missing.
+``fds_start`` / ``fds_end`` (open files of the whole process tree after the first two batches, one per policy,
+and after the last one), ``minutes``, and ``rss_slope_mb_per_min``: the least-squares slope of the RSS of the
+whole process tree (this driver, Ray's daemons and workers, the actors, Chromium, the Playwright driver) over
+the samples after a warm-up window (``--warmup-min``; by default the first three minutes, or half of a shorter run),
+in MB per minute. Samples are taken between batches, once the pools and engines are back at their size and
+the set of processes has been still for 1.5 s, so that every sample counts the same processes;
+``rss_slope_by_kind`` is the same fit on each kind of process's total, to say where growth is.
+Falls back to the fake backend when Chromium is missing.
 """
 
 # ruff: noqa: I001  (import order is deliberate: maigym_ray before ray, see below)
@@ -58,27 +60,6 @@ def tree(pid: int) -> list[psutil.Process]:
     return [root, *root.children(recursive=True)]
 
 
-def tree_rss_mb(pid: int) -> float:
-    """RSS of the process tree in MB."""
-    total = 0
-    for p in tree(pid):
-        try:
-            total += p.memory_info().rss
-        except psutil.Error:
-            pass
-    return total / 2**20
-
-
-def tree_fds(pid: int) -> int:
-    total = 0
-    for p in tree(pid):
-        try:
-            total += p.num_fds()
-        except psutil.Error:
-            pass
-    return total
-
-
 def kind(p: psutil.Process) -> str:
     """A short name of what a process is (Ray actor or task name, Chromium process type, ...)."""
     try:
@@ -86,8 +67,13 @@ def kind(p: psutil.Process) -> str:
         title = p.name()
     except psutil.Error:
         return "gone"
-    if cmd and cmd[0].startswith("ray::"):
-        return cmd[0].split()[0]
+    if cmd and cmd[0].startswith("ray::"):  # "ray::EnvActor.health" while it runs a method: the actor's kind
+        return cmd[0].split()[0].split(".")[0]
+    if cmd and Path(cmd[0]).name.startswith("python") and len(cmd) > 1:  # Ray's helpers: name the script
+        script = next(
+            (a for a in cmd[1:] if a.endswith(".py")), cmd[1] if cmd[1] != "-m" else " ".join(cmd[1:3])
+        )
+        return "python " + Path(script).name
     if cmd and "chrom" in Path(cmd[0]).name:
         return "chromium " + next((a.split("=", 1)[1] for a in cmd if a.startswith("--type=")), "browser")
     return Path(cmd[0]).name if cmd else title
@@ -98,22 +84,47 @@ def breakdown(pid: int) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {}
     for p in tree(pid):
         try:
-            row = out.setdefault(kind(p), [0, 0.0, 0])
-            row[1] += round(p.memory_info().rss / 2**20, 1)
-            row[2] += p.num_fds()
-            row[0] += 1
+            rss, fds, k = p.memory_info().rss / 2**20, p.num_fds(), kind(p)
         except psutil.Error:
-            pass
+            continue
+        row = out.setdefault(k, [0, 0.0, 0])
+        row[0] += 1
+        row[1] = round(row[1] + rss, 1)
+        row[2] += fds
     return out
 
 
-def slope_per_min(samples: list[tuple[float, float]]) -> float:
-    """Theil–Sen slope of (seconds, MB) samples, in MB per minute: the median of pairwise slopes, so a few
-    samples caught while a killed process's replacement was starting do not swing it."""
-    pairs = [
-        (y2 - y1) / (x2 - x1) for i, (x1, y1) in enumerate(samples) for x2, y2 in samples[i + 1 :] if x2 > x1
-    ]
-    return 60.0 * statistics.median(pairs) if pairs else 0.0
+async def settle_tree(pid: int, quiet_s: float = 1.5, limit_s: float = 8.0) -> dict[str, list[float]]:
+    """The tree's breakdown once its set of processes has not changed for ``quiet_s`` (at most ``limit_s``).
+
+    Between batches Ray ends the rollout workers it started beyond its idle pool (about a second after they go
+    idle) and Chromium ends the renderers of closed contexts; a sample taken before that counts them, so
+    samples would differ by whole processes (~100 MB each) at random."""
+    deadline = time.monotonic() + limit_s
+    pids = {p.pid for p in tree(pid)}
+    quiet_since = time.monotonic()
+    while time.monotonic() < deadline and time.monotonic() - quiet_since < quiet_s:
+        await asyncio.sleep(0.25)
+        now = {p.pid for p in tree(pid)}
+        if now != pids:
+            pids, quiet_since = now, time.monotonic()
+    return breakdown(pid)
+
+
+def warmup_s(run_s: float) -> float:
+    """The warm-up window left out of the slope: the first three minutes (half of a shorter run). Over it the processes fill their caches (imports, Chromium's code and font caches, V8 heaps, Ray's
+    worker pool, the GCS's bounded task-event table): growth that stops, not a leak."""
+    return min(180.0, run_s / 2)
+
+
+def ols_per_min(samples: list[tuple[float, float]]) -> float:
+    """Least-squares slope of (seconds, MB) samples, in MB per minute (0 with fewer than three samples)."""
+    if len(samples) < 3:
+        return 0.0
+    mx = statistics.fmean(x for x, _ in samples)
+    my = statistics.fmean(y for _, y in samples)
+    sxx = sum((x - mx) ** 2 for x, _ in samples)
+    return 60.0 * sum((x - mx) * (y - my) for x, y in samples) / sxx if sxx else 0.0
 
 
 class Chaos:
@@ -124,6 +135,9 @@ class Chaos:
         self.rng = random.Random(seed)
         self.kinds = ["env_actor", "engine"] + (["chromium"] if web else [])
         self.kills: dict[str, int] = dict.fromkeys(self.kinds, 0)
+        #: held while the soak samples memory, so that every sample sees the whole set of processes (a kill
+        #: inside the sample would count a 100-300 MB process as missing)
+        self.quiet = asyncio.Lock()
 
     async def _kill_one(self) -> str:
         kind = self.rng.choice(self.kinds)
@@ -147,7 +161,8 @@ class Chaos:
         while time.monotonic() + self.every_s < until:
             await asyncio.sleep(self.every_s)
             try:
-                kind = await self._kill_one()
+                async with self.quiet:  # not while a memory sample is being taken (it waits a few seconds)
+                    kind = await self._kill_one()
             except (ProcessLookupError, psutil.Error):
                 kind = ""  # it died on its own meanwhile
             if kind:
@@ -168,6 +183,17 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
     # episodes a second the head grows by ~13 MB/min for hours until that cap (measured: gcs_server +128 MB in
     # a 10-minute soak). A long-running job bounds it; the soak does too, so what it measures is our growth.
     os.environ.setdefault("RAY_task_events_max_num_task_in_gcs", str(args.gcs_task_events))
+    # Ray keeps as many idle workers as CPUs (2 here) and ends the others a second after they go idle, so with
+    # more rollout tasks in flight than that it starts and ends a worker process every batch (~1 s of CPU and
+    # two log files each, which Ray's log monitor holds open, up to 200). A long-running job keeps its rollout
+    # workers; the soak does too, so its process set and open files are the same between batches.
+    os.environ.setdefault("RAY_num_workers_soft_limit", str(args.concurrency + 4))
+    # Two more of Ray's bounded caches, set to what a long-running job would use: the IDs of task events the GCS
+    # dropped past its cap (kept per job, up to a million), and the log files its log monitor holds open (every
+    # started worker's, up to 200, then it closes them all): with a kill every few seconds the soak would spend
+    # its whole run filling them, which is Ray's bookkeeping reaching its bound, not growth.
+    os.environ.setdefault("RAY_task_events_max_dropped_task_attempts_tracked_per_job_in_gcs", "1000")
+    os.environ.setdefault("RAY_LOG_MONITOR_MAX_OPEN_FILES", "64")
     init_ray(RayConfig(num_cpus=2, object_store_mb=256))
     if web:
         pool = TaskPool.builtin()
@@ -205,23 +231,24 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
     until = t0 + args.minutes * 60
     chaos = Chaos(manager, engines, args.chaos_every_s, args.seed, web)
     monkey = asyncio.ensure_future(chaos.run(until))
-    # RSS and open files are sampled between batches, when no episode holds a lease: mid-batch figures swing
-    # by hundreds of MB with the number of live Chromium contexts and rollout workers, which is load, not a
-    # leak. The start figures are taken after one batch of each policy (rollout workers and engines warm).
-    rss_all: list[tuple[float, float]] = []
-    per_pid: dict[int, list[tuple[float, float]]] = {}
-    born: dict[int, float] = {}  # a process's start, in seconds since t0
-    kinds: dict[int, str] = {}
-    wall0 = time.time() - (time.monotonic() - t0)
+    # RSS and open files are sampled between batches, when no episode holds a lease, with the pools back at their
+    # warm size and the process set settled (see settle_tree): mid-batch figures swing by hundreds of MB with the
+    # number of live Chromium contexts and rollout workers, which is load, not a leak. The start figures are
+    # taken after one batch of each policy (rollout workers and engines warm).
+    samples: list[dict[str, Any]] = []  # {"t": s since t0, "rss": tree MB, "kinds": {kind: [n, MB, fds]}}
     totals = dict.fromkeys(("success", "failure", "task_error", "infra_failed"), 0)
     attempted = lost_items = batches = 0
     fds_start, start_breakdown = 0, {}
     policies = [PolicyConfig(kind="golden"), scripted_policy(generate_timeout_s=10.0)]
-    while time.monotonic() < until - 5:
-        for i, e in enumerate(engines):  # a driver replaces dead engines between batches
+
+    async def replace_dead_engines() -> None:  # as a driver would, between batches
+        for i, e in enumerate(engines):
             if not await alive(e):
                 engines[i] = new_engine(i)
         chaos.engines = engines
+
+    while time.monotonic() < until - 5:
+        await replace_dead_engines()
         policy = policies[batches % 2]
         work = [
             (f"b{batches}-{j}", tasks[j % len(tasks)], tasks[j % len(tasks)].platforms[0])
@@ -243,47 +270,34 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         for k, v in outcome_counts(done).items():
             totals[k] += v
         batches += 1
-        await manager.wait_ready.remote(60)  # killed instances replaced: the same processes at every sample
-        await asyncio.sleep(0.5)  # replaced Chromium contexts' renderers exit
-        now = time.monotonic() - t0
-        rss_all.append((now, tree_rss_mb(me)))
-        for proc in tree(me):
-            try:
-                if proc.pid not in born:
-                    born[proc.pid], kinds[proc.pid] = proc.create_time() - wall0, kind(proc)
-                per_pid.setdefault(proc.pid, []).append((now, proc.memory_info().rss / 2**20))
-            except psutil.Error:
-                pass
+        async with chaos.quiet:  # killed instances and engines replaced: the same processes at every sample
+            await asyncio.gather(manager.wait_ready.remote(60), replace_dead_engines())
+            kinds = await settle_tree(me)
+        samples.append({"t": time.monotonic() - t0, "rss": sum(r[1] for r in kinds.values()), "kinds": kinds})
         if batches == 2:
-            fds_start, start_breakdown = tree_fds(me), breakdown(me)
+            fds_start, start_breakdown = sum(int(r[2]) for r in kinds.values()), kinds
         print(
             f"[{(time.monotonic() - t0) / 60:5.1f} min] batch {batches}: {outcome_counts(done)} "
-            f"kills={sum(chaos.kills.values())} rss={rss_all[-1][1]:.0f}MB fds={tree_fds(me)}",
+            f"kills={sum(chaos.kills.values())} rss={samples[-1]['rss']:.0f}MB "
+            f"fds={sum(int(r[2]) for r in samples[-1]['kinds'].values())}",
             flush=True,
         )
     monkey.cancel()
     minutes = (time.monotonic() - t0) / 60
-    await manager.wait_ready.remote(60)  # pools back to their warm size before counting files
-    await asyncio.sleep(2.0)
-    fds_end, end_breakdown = tree_fds(me), breakdown(me)
-    warm_from = minutes * 60 / 3
-    warm_all = [s for s in rss_all if s[0] >= warm_from]
-    # Growth of the processes themselves: the sum over processes of each one's slope while it lived (three or
-    # more warm samples). Chaos kills and restarts processes and Ray varies its worker pool, so the tree's total
-    # jumps by a process's size at every change; a leak is a process that keeps growing, which this sees.
-    # "Once warm" holds per process too: a process that chaos started late (a new Chromium, env actor or
-    # engine) fills its caches over its first minute, which is warm-up, not a leak.
-    settle = min(60.0, warm_from)
-    slopes = {
-        pid: [x for x in xs if x[0] >= max(warm_from, born[pid] + settle)] for pid, xs in per_pid.items()
+    await asyncio.gather(manager.wait_ready.remote(60), replace_dead_engines())  # warm size before counting
+    end_breakdown = await settle_tree(me)
+    fds_end = sum(int(r[2]) for r in end_breakdown.values())
+    held = await manager.service_held.remote()
+    warm_from = args.warmup_min * 60 if args.warmup_min is not None else warmup_s(minutes * 60)
+    warm = [x for x in samples if x["t"] >= warm_from]
+    # The figure: the least-squares slope of the whole tree's RSS over the samples after the warm-up window.
+    # Chaos replaces processes (a fresh one is smaller until it warms, which the random kill times average out)
+    # and a leak anywhere in the tree shows here. Per-kind slopes (the same fit on each kind's total) say where.
+    slope = ols_per_min([(x["t"], x["rss"]) for x in warm])
+    by_kind = {
+        k: round(ols_per_min([(x["t"], x["kinds"].get(k, [0, 0.0, 0])[1]) for x in warm]), 2)
+        for k in sorted({k for x in warm for k in x["kinds"]})
     }
-    growth_by_kind: dict[str, float] = {}
-    for pid, xs in slopes.items():
-        # a process seen for under a minute once warm has no trend to speak of: a few seconds' jitter would
-        # read as hundreds of MB per minute
-        if len(xs) >= 3 and xs[-1][0] - xs[0][0] >= min(60.0, warm_from):
-            growth_by_kind[kinds[pid]] = growth_by_kind.get(kinds[pid], 0.0) + slope_per_min(xs)
-    growth = sum(growth_by_kind.values())
     metrics = await manager.metrics.remote()
     await manager.shutdown.remote()
     ray.kill(manager)
@@ -294,6 +308,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         "minutes": round(minutes, 2),
         "chaos_every_s": args.chaos_every_s,
         "gcs_task_events": int(os.environ["RAY_task_events_max_num_task_in_gcs"]),
+        "ray_workers_soft_limit": int(os.environ["RAY_num_workers_soft_limit"]),
         "batches": batches,
         "attempted": attempted,
         "completed": totals["success"] + totals["failure"],
@@ -304,11 +319,15 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         "lost": lost_items,
         "kills": sum(chaos.kills.values()),
         "kills_by_kind": chaos.kills,
-        "rss_slope_mb_per_min": round(growth, 2),
-        "rss_slope_tree_mb_per_min": round(slope_per_min(warm_all), 2),
-        "rss_slope_by_kind": {k: round(v, 2) for k, v in sorted(growth_by_kind.items())},
-        "rss_mb_start": round(rss_all[0][1], 1) if rss_all else 0.0,
-        "rss_mb_end": round(rss_all[-1][1], 1) if rss_all else 0.0,
+        "rss_slope_mb_per_min": round(slope, 2),
+        "rss_slope_by_kind": by_kind,
+        "warmup_min": round(warm_from / 60, 2),
+        "warm_samples": len(warm),
+        "rss_mb_warm_start": round(warm[0]["rss"], 1) if warm else 0.0,
+        "rss_mb_end": round(samples[-1]["rss"], 1) if samples else 0.0,
+        "rss_samples": [[round(x["t"], 1), round(x["rss"], 1)] for x in samples],
+        "service_held_end": held,
+        "trace": samples,
         "fds_start": fds_start,
         "fds_end": fds_end,
         "processes_start": start_breakdown,
@@ -328,7 +347,7 @@ def table(r: dict[str, Any]) -> str:
         ("task_errors", r["task_errors"]),
         ("lost (must be 0)", r["lost"]),
         ("kills", f"{r['kills']} {r['kills_by_kind']}"),
-        ("rss slope, warm (MB/min, <= 5)", r["rss_slope_mb_per_min"]),
+        (f"rss slope after {r['warmup_min']} min warm-up (MB/min, <= 5)", r["rss_slope_mb_per_min"]),
         ("open files start -> end (<= +10 %)", f"{r['fds_start']} -> {r['fds_end']}"),
     ]
     w = max(len(k) for k, _ in rows)
@@ -339,12 +358,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--chaos-every-s", type=float, default=20.0)
-    ap.add_argument("--quick", action="store_true", help="1.5 minutes, a kill every 10 s")
+    ap.add_argument("--quick", action="store_true", help="6 minutes, a kill every 10 s")
+    ap.add_argument(
+        "--warmup-min",
+        type=float,
+        default=None,
+        help="minutes left out of the RSS slope (default: 3, or half of a shorter run)",
+    )
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--backend", choices=("web", "fake"), default="web")
     ap.add_argument("--concurrency", type=int, default=3)
     ap.add_argument("--batch", type=int, default=12, help="episodes per batch")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--trace", type=Path, default=None, help="write every sample's per-kind breakdown here")
     ap.add_argument(
         "--gcs-task-events",
         type=int,
@@ -353,9 +379,12 @@ def main() -> None:
     )
     args = ap.parse_args()
     if args.quick:
-        args.minutes, args.chaos_every_s = 1.5, 10.0
+        args.minutes, args.chaos_every_s = 6.0, 10.0
     result = asyncio.run(soak(args))
     print(table(result))
+    if args.trace:
+        args.trace.write_text(json.dumps(result.pop("trace")) + "\n")
+    result.pop("trace", None)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2) + "\n")

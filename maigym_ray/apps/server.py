@@ -23,6 +23,7 @@ class AppServer:
     def __init__(self, bind: str = "127.0.0.1") -> None:
         self.bind = bind
         self._hosts: dict[str, Any] = {}
+        self._owners: dict[str, str] = {}  # namespace -> the instance that created it
 
     def _host(self, ns: str) -> Any:
         host = self._hosts.get(ns)
@@ -30,14 +31,17 @@ class AppServer:
             raise AppError(f"no app namespace {ns[:8]!r} on this server")
         return host
 
-    async def create(self, apps: list[str]) -> dict[str, Any]:
-        """A new namespace hosting ``apps``: ``{"ns", "url", "apps", "secret"}``."""
+    async def create(self, apps: list[str], owner: str = "") -> dict[str, Any]:
+        """A new namespace hosting ``apps``: ``{"ns", "url", "apps", "secret"}``. ``owner`` (the env instance's
+        id) lets :meth:`release` reclaim it when that instance dies without closing it."""
         from maigym_ray.apps.host import AppHost
 
         host = AppHost(apps, host=self.bind)
         await host.start()
         ns = uuid.uuid4().hex
         self._hosts[ns] = host
+        if owner:
+            self._owners[ns] = owner
         return {"ns": ns, "url": host.url, "apps": list(host.apps), "secret": host.secret}
 
     def reset(self, ns: str, seeds: dict[str, Any]) -> None:
@@ -51,8 +55,17 @@ class AppServer:
     async def close(self, ns: str) -> None:
         """Stops serving namespace ``ns``."""
         host = self._hosts.pop(ns, None)
+        self._owners.pop(ns, None)
         if host is not None:
             await host.stop()
+
+    async def release(self, owner: str) -> int:
+        """Closes every namespace ``owner`` created; returns how many. A SIGKILLed env actor never calls
+        :meth:`close`: without this its namespace (a server, a port, the app state) would stay for good."""
+        mine = [ns for ns, o in self._owners.items() if o == owner]
+        for ns in mine:
+            await self.close(ns)
+        return len(mine)
 
     def namespaces(self) -> int:
         """How many namespaces are open."""

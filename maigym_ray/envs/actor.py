@@ -15,6 +15,7 @@ from typing import Any
 from maigym_ray.config import PoolConfig
 from maigym_ray.envs.backend import Backend
 from maigym_ray.envs.registry import build_backend
+from maigym_ray.envs.remote import OwnedNode
 from maigym_ray.errors import ActionParseError, BackendError, TaskError, UnsupportedActionError
 from maigym_ray.harness.actions import check_supported, parse_action
 from maigym_ray.tasks.verifiers import run_verifier
@@ -79,7 +80,10 @@ class EnvActor:
         returns the actor's pid and platform."""
         self.instance_id = instance_id
         self.node = node
-        self.backend = build_backend(pool, apps, app_bind, node)
+        # The builders open pages and app namespaces through ``node``; bound to this instance, the manager can
+        # reclaim them if this actor is killed before it closes them.
+        owned = OwnedNode(node, instance_id) if node is not None else None
+        self.backend = build_backend(pool, apps, app_bind, owned)
         await self.backend.start()
         return {"pid": os.getpid(), "platform": self.backend.platform}
 

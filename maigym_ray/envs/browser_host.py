@@ -42,6 +42,7 @@ class BrowserHost:
         self._pw: Any = None
         self._browser: Any = None
         self._pages: dict[str, Any] = {}
+        self._owners: dict[str, str] = {}  # page id -> the instance that opened it
         self._lock = asyncio.Lock()
         self.generation = 0
 
@@ -51,6 +52,7 @@ class BrowserHost:
         async with self._lock:
             if self._browser is None or not self._browser.is_connected():
                 self._pages.clear()  # pages of a dead browser are gone with it
+                self._owners.clear()
                 if self._pw is None:
                     self._pw = await async_playwright().start()
                 self._browser = await launch_chromium(self._pw, self.executable)
@@ -63,14 +65,17 @@ class BrowserHost:
             raise BackendError(f"page {page_id[:8]} is gone (the shared browser was restarted)")
         return d
 
-    async def open(self, **driver_args: Any) -> str:
-        """Opens a context + page (PageDriver arguments); returns its page id."""
+    async def open(self, owner: str = "", **driver_args: Any) -> str:
+        """Opens a context + page (PageDriver arguments); returns its page id. ``owner`` (the env instance's id)
+        lets :meth:`release` close it when that instance dies without closing it."""
         from maigym_ray.envs.backends.page import PageDriver
 
         driver = PageDriver(**driver_args)
         await driver.open(await self._ensure())
         page_id = uuid.uuid4().hex
         self._pages[page_id] = driver
+        if owner:
+            self._owners[page_id] = owner
         return page_id
 
     async def reset(self, page_id: str, url: str) -> None:
@@ -101,8 +106,23 @@ class BrowserHost:
     async def close_page(self, page_id: str) -> None:
         """Closes one page's context."""
         d = self._pages.pop(page_id, None)
+        self._owners.pop(page_id, None)
         if d is not None:
             await d.close()
+
+    async def release(self, owner: str) -> int:
+        """Closes every page ``owner`` opened (a SIGKILLed env actor leaves its context open); returns how many."""
+        mine = [p for p, o in self._owners.items() if o == owner]
+        for page_id in mine:
+            try:
+                await asyncio.wait_for(self.close_page(page_id), 10)
+            except Exception:  # a dead browser took the page with it
+                pass
+        return len(mine)
+
+    def pages(self) -> int:
+        """How many pages are open."""
+        return len(self._pages)
 
     def pids(self) -> dict[str, Any]:
         """This actor's pid and the browser's (for memory accounting and crash tests)."""

@@ -165,7 +165,7 @@ class EnvManager:
         for t in self._loops:
             t.cancel()
         insts = [self.plane.forget(iid) for iid in list(self.plane.instances)]
-        await asyncio.gather(*(self._kill(inst.handle, graceful=True) for inst in insts if inst))
+        await asyncio.gather(*(self._kill(inst, graceful=True) for inst in insts if inst))
         nodes, self._nodes = list(self._nodes.values()), {}
 
         async def stop(node: Any) -> None:
@@ -220,17 +220,28 @@ class EnvManager:
         except Exception as exc:  # any start failure: drop it; the loop retries with a fresh actor
             self.plane.start_failed(inst.id, type(exc).__name__)
             _kill_actor(handle)
+            self._reclaim(inst)
             await asyncio.sleep(min(5.0, 0.5 * self._counters["start_failures"]))
         await self._notify()
 
-    async def _kill(self, handle: Any, graceful: bool = False) -> None:
-        if graceful and handle is not None:
+    async def _kill(self, inst: Instance, graceful: bool = False) -> None:
+        if graceful and inst.handle is not None:
             try:
-                await asyncio.wait_for(handle.close.remote(), 5)
+                await asyncio.wait_for(inst.handle.close.remote(), 5)
             except Exception:
                 pass
-        if handle is not None:
-            _kill_actor(handle)
+        if inst.handle is not None:
+            _kill_actor(inst.handle)
+        self._reclaim(inst)
+
+    def _reclaim(self, inst: Instance) -> None:
+        """Has the services of the instance's node close what it held there (its app namespace, its page in the
+        shared browser). A graceful close did it already; an actor killed by a signal, a crash or a timeout
+        never does, and each leftover namespace holds a server, its sockets and ~0.5 MB of app state.
+        Fire-and-forget: a dead services actor took them with it."""
+        node = self._nodes.get(inst.node_id)
+        if node is not None:
+            node.release.remote(inst.id)
 
     async def _notify(self) -> None:
         async with self._changed:
@@ -245,7 +256,7 @@ class EnvManager:
             for inst, ok in zip(idle, results, strict=True):
                 gone = self.plane.health_result(inst.id, ok)
                 if gone is not None:
-                    await self._kill(gone.handle)
+                    await self._kill(gone)
                     await self._notify()
 
     async def _healthy(self, inst: Instance) -> bool:
@@ -257,7 +268,7 @@ class EnvManager:
     async def _replace(self, inst: Instance, why: str) -> None:
         """Takes a failed instance out of service and kills its actor; the provisioning loop replaces it."""
         if self.plane.replace(inst.id, why) is not None:
-            await self._kill(inst.handle)
+            await self._kill(inst)
             await self._notify()
 
     # -- leases ---------------------------------------------------------------------------------------------
@@ -295,16 +306,16 @@ class EnvManager:
         if inst is None:
             return
         if outcome == "recycle":
-            await self._kill(inst.handle, graceful=True)
+            await self._kill(inst, graceful=True)
         elif outcome == "drop":
-            await self._kill(inst.handle)
+            await self._kill(inst)
         await self._notify()
 
     async def report_failure(self, lease: str, reason: str) -> None:
         """A caller on the direct path saw the leased instance fail: take it out of service and replace it."""
         inst = self.plane.report_failure(lease, reason)
         if inst is not None:
-            await self._kill(inst.handle)
+            await self._kill(inst)
             await self._notify()
 
     async def actor(self, lease: str) -> Any:
@@ -394,6 +405,15 @@ class EnvManager:
         ``node_id``'s, or by default the first node's (a one-node run has one set); {} before any started."""
         node = self._nodes.get(node_id or next(iter(self._nodes), ""))
         return await node.pids.remote() if node is not None else {}
+
+    async def service_held(self) -> dict[str, int]:
+        """How many app namespaces and shared-browser pages the nodes' services hold, summed over nodes (one
+        each per live web instance; more is a leak)."""
+        held: dict[str, int] = {}
+        for counts in await asyncio.gather(*(n.held.remote() for n in self._nodes.values())):
+            for k, v in counts.items():
+                held[k] = held.get(k, 0) + v
+        return held
 
     async def node_services(self) -> dict[str, Any]:
         """The NodeServices actor of every node that hosts env actors, by Ray node id."""

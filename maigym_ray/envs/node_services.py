@@ -47,6 +47,21 @@ class NodeServices:
 
         return ray.get_runtime_context().get_node_id()
 
+    async def release(self, owner: str) -> dict[str, int]:
+        """Reclaims what env instance ``owner`` held here (app namespaces, browser pages): the manager calls it
+        when it kills or replaces an instance, since a SIGKILLed actor never closes them itself."""
+        out = {}
+        for name, service in self.services.items():
+            out[name] = await service.release(owner)
+        return out
+
+    def held(self) -> dict[str, int]:
+        """How many app namespaces and browser pages are open (for leak checks)."""
+        out = {"apps": self.services["apps"].namespaces()}
+        if "browser" in self.services:
+            out["browser"] = self.services["browser"].pages()
+        return out
+
     def pids(self) -> dict[str, int]:
         """This process's pid, and the shared Chromium's when there is one."""
         out = {"node_services": os.getpid()}

@@ -27,15 +27,31 @@ class _Service:
             raise BackendError(f"the node's services died: {exc}") from exc
 
 
-class RemotePage:
-    """A page in the node's BrowserHost (same interface as LocalPage)."""
+class OwnedNode:
+    """The node's NodeServices actor handle as one env instance uses it: every page and app namespace opened
+    through it is held under ``owner`` (the instance id), so the manager can reclaim them when the instance dies
+    without closing them. Backend builders get it as ``node`` and pass it on, so their signature stays
+    ``(pool, apps, app_bind, node)``; anything else is forwarded to the actor handle."""
 
-    def __init__(self, node: Any) -> None:
+    def __init__(self, handle: Any, owner: str) -> None:
+        self.handle = handle
+        self.owner = owner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.handle, name)
+
+
+class RemotePage:
+    """A page in the node's BrowserHost (same interface as LocalPage). ``owner`` is the env instance's id, under
+    which the manager reclaims the page if the instance dies without closing it."""
+
+    def __init__(self, node: Any, owner: str | None = None) -> None:
         self._s = _Service(node, "browser")
+        self.owner = getattr(node, "owner", "") if owner is None else owner
         self.page_id = ""
 
     async def open(self, **driver_args: Any) -> None:
-        self.page_id = await self._s.call("open", **driver_args)
+        self.page_id = await self._s.call("open", owner=self.owner, **driver_args)
 
     async def reset(self, url: str) -> None:
         await self._s.call("reset", self.page_id, url)
@@ -67,17 +83,18 @@ class RemotePage:
 
 
 class RemoteApps:
-    """A namespace of the node's AppServer (same interface as LocalApps)."""
+    """A namespace of the node's AppServer (same interface as LocalApps). ``owner`` as for RemotePage."""
 
-    def __init__(self, node: Any, apps: list[str]) -> None:
+    def __init__(self, node: Any, apps: list[str], owner: str | None = None) -> None:
         self._s = _Service(node, "apps")
+        self.owner = getattr(node, "owner", "") if owner is None else owner
         self.wanted = apps
         self.ns = ""
         self.url = ""
         self.names: list[str] = []
 
     async def start(self) -> None:
-        info = await self._s.call("create", self.wanted)
+        info = await self._s.call("create", self.wanted, owner=self.owner)
         self.ns, self.url, self.names = info["ns"], info["url"], info["apps"]
 
     async def reset(self, seeds: dict[str, Any]) -> None:

@@ -287,14 +287,3 @@ def check_supported(action: Action, platform: str) -> None:
         raise UnsupportedActionError(
             f"action {action.name} is not supported on {platform}; supported: {', '.join(sorted(allowed))}"
         )
-
-
-def extract_action(text: str) -> Action:
-    """The action in a model's reply: the text after the last ``Action:`` if there is one, else the reply,
-    up to its first line break. Raises :class:`ActionParseError` with a message the model can read."""
-    if not isinstance(text, str):
-        raise ActionParseError("the reply must be text")
-    tail = text.rsplit("Action:", 1)[-1].strip()
-    if not tail:
-        raise ActionParseError("the reply contains no action")
-    return parse_action(tail.split("\n", 1)[0].strip())

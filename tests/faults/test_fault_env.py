@@ -1,11 +1,13 @@
 """Fault drills on the fake backend and scripted engines: an env actor killed mid-step, a reset that hangs,
-engines that die or hang mid-rollout, verifiers that raise or hang. Each: no episode lost, the run goes on."""
+engines that die or hang mid-rollout, verifiers that raise, hang or fork. Each: no episode lost, the run goes on."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import signal
+import time
+from pathlib import Path
 
 import pytest
 
@@ -126,3 +128,77 @@ async def test_a_code_verifier_that_raises_or_hangs(fake_env, body):
     done = await run_rollouts(m, work, GOLDEN, None, concurrency=2, task_options=ROLLOUT_TASK)
     assert lost(work, done) == 0
     assert outcome_counts(done) == {"success": 3, "failure": 0, "task_error": 1, "infra_failed": 0}
+
+
+# Reaches os the way an escaping verifier would (the jail's Python has no import for it), forks three children,
+# each of which starts a detached grandchild (new session, stdout still open) that would sleep for a minute,
+# then either spins past the deadline or returns 0.0 a little later.
+FORKS = """
+def _os():
+    for c in ().__class__.__mro__[1].__subclasses__():
+        if c.__name__ == "BuiltinImporter":
+            return c.load_module("posix")
+
+def verify(states, answer):
+    os = _os()
+    for _ in range(3):
+        if os.fork() == 0:
+            if os.fork() == 0:
+                os.setsid()
+                os.execv("/bin/sleep", ["sleep", "61.803"])
+            os._exit(0)
+    THEN
+"""
+FORK_MARKER = b"61.803"
+
+
+def _forked() -> list[int]:
+    """Pids of the drill's grandchildren (their command line carries the marker)."""
+    out = []
+    for pid in os.listdir("/proc"):
+        try:
+            if pid.isdigit() and FORK_MARKER in Path(f"/proc/{pid}/cmdline").read_bytes():
+                out.append(int(pid))
+        except OSError:
+            pass
+    return out
+
+
+@pytest.mark.parametrize(
+    ("then", "timeout_s", "outcome"),
+    [
+        # forks, then hangs: the deadline ends it (3 s: on a loaded machine the jail takes ~1 s to start)
+        ("while True:\n        pass", 3.0, "task_error"),
+        ("for _ in range(20000000):\n        pass\n    return 0.0", 8.0, "failure"),  # forks, then a verdict
+    ],
+    ids=["forks-then-hangs", "forks-then-returns"],
+)
+async def test_a_code_verifier_that_forks(fake_env, then, timeout_s, outcome):
+    make, _ = fake_env
+    m = make()
+    code = {"name": "code", "params": {"code": FORKS.replace("THEN", then), "timeout_s": timeout_s}}
+    work = [(i, fake_task(f"t{i}", verifier=code if i == 0 else None), "web") for i in range(4)]
+    seen: set[int] = set()
+
+    async def watch() -> None:  # the grandchildren did start (else the drill would pass for nothing)
+        while True:
+            seen.update(_forked())
+            await asyncio.sleep(0.02)
+
+    watcher = asyncio.ensure_future(watch())
+    t0 = time.monotonic()
+    try:
+        done = await run_rollouts(m, work, GOLDEN, None, concurrency=2, task_options=ROLLOUT_TASK)
+    finally:
+        watcher.cancel()
+    assert time.monotonic() - t0 < timeout_s + 15  # within the deadline, not the grandchildren's minute
+    assert lost(work, done) == 0
+    assert outcome_counts(done) == {
+        "success": 3,
+        "failure": int(outcome == "failure"),
+        "task_error": int(outcome == "task_error"),
+        "infra_failed": 0,
+    }
+    assert seen, "the verifier's grandchildren never started"
+    await asyncio.sleep(0.2)
+    assert not _forked(), "a forked verifier child outlived its episode"

@@ -97,3 +97,36 @@ async def test_instance_starts_that_fail_are_replaced_and_the_batch_goes_on(fake
     assert lost(work, done) == 0 and outcome_counts(done)["success"] == 6
     counters = (await m.metrics.remote())["counters"]
     assert counters["start_failures"] == 1 and not (faults / "start.error").exists()
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed")
+async def test_a_sigkilled_env_actor_leaves_no_namespace_or_page_behind(ray_local):
+    """An env actor killed by a signal never closes its app namespace or its page in the shared browser; the
+    manager reclaims both when it replaces the instance (each held a server, its sockets and a context)."""
+    from maigym_ray.envs.manager import EnvManager
+
+    cfg = EnvManagerConfig(
+        pools={"web": PoolConfig(target_size=2, max_size=2, web=WebBackendConfig(browser="shared"))},
+        health_interval_s=0.3,
+    )
+    m = ray_local.remote(EnvManager).options(num_cpus=0, max_concurrency=1000).remote(cfg, TaskPool.builtin())
+    await m.start.remote(wait=True)
+    try:
+        assert await m.service_held.remote() == {"apps": 2, "browser": 2}
+        for _ in range(2):  # twice: the replacement's own namespace is reclaimed too
+            victim = (await m.instances.remote())[0]
+            os.kill(victim["pid"], signal.SIGKILL)
+            for _ in range(100):  # the health loop notices, replaces and the pool refills
+                await asyncio.sleep(0.1)
+                ids = [i["id"] for i in await m.instances.remote() if i["state"] == "idle"]
+                if victim["id"] not in ids and len(ids) == 2:
+                    break
+            await m.wait_ready.remote(30)
+        for _ in range(50):  # the release is fire-and-forget: give it a moment
+            if await m.service_held.remote() == {"apps": 2, "browser": 2}:
+                break
+            await asyncio.sleep(0.1)
+        assert await m.service_held.remote() == {"apps": 2, "browser": 2}
+    finally:
+        await m.shutdown.remote()
+        ray_local.kill(m)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +54,69 @@ class Waiter:
     cancelled: bool = False
     #: called once, when the last instance was granted (the driver wakes the caller).
     on_done: Callable[[Waiter], None] | None = None
+
+
+class WaitQueue:
+    """One pool's callers waiting for instances, served first come first served, and how many instances they
+    are still owed (what provisioning must make up). Shared by the control plane and the shard coordinator;
+    ``take`` is where each gets its next lease (None when nothing is idle)."""
+
+    def __init__(self) -> None:
+        self._q: deque[Waiter] = deque()
+        #: instances granted to nobody yet that queued callers still wait for.
+        self.owed = 0
+
+    def __bool__(self) -> bool:
+        return bool(self._q)
+
+    def __iter__(self) -> Iterator[Waiter]:
+        return iter(self._q)
+
+    def _drop_gone(self) -> None:
+        while self._q and (self._q[0].cancelled or self._q[0].done):  # callers that gave up leave lazily
+            self._q.popleft()
+
+    def admit(self, w: Waiter, take: Callable[[], str | None]) -> bool:
+        """Grants ``w`` at once what is idle when nobody waits ahead of it; queues the rest. True if queued."""
+        self._drop_gone()
+        if not self._q:
+            while len(w.leases) < w.n:
+                lease = take()
+                if lease is None:
+                    break
+                w.leases.append(lease)
+        if len(w.leases) == w.n:
+            w.done = True
+            return False
+        self._q.append(w)
+        self.owed += w.n - len(w.leases)
+        return True
+
+    def dispatch(self, take: Callable[[], str | None]) -> None:
+        """Grants idle instances to the queued callers in order until one is left short."""
+        while self._q:
+            w = self._q[0]
+            if w.cancelled or w.done:
+                self._q.popleft()
+                continue
+            lease = take()
+            if lease is None:
+                break
+            w.leases.append(lease)
+            self.owed -= 1
+            if len(w.leases) == w.n:
+                self._q.popleft()
+                w.done = True
+                if w.on_done is not None:
+                    w.on_done(w)
+
+    def cancel(self, w: Waiter) -> bool:
+        """Marks ``w`` given up and forgets what it was still owed; False once it was done or cancelled."""
+        if w.done or w.cancelled:
+            return False
+        w.cancelled = True
+        self.owed -= w.n - len(w.leases)
+        return True
 
 
 @dataclass(frozen=True)
@@ -93,8 +156,7 @@ class ControlPlane:
         self.extra_demand: Counter[str] = Counter()
         self.counters: Counter[str] = Counter()
         self._idle: dict[str, dict[str, None]] = {p: {} for p in pools}
-        self._waiters: dict[str, deque[Waiter]] = {p: deque() for p in pools}
-        self._demand: Counter[str] = Counter()
+        self._waiters: dict[str, WaitQueue] = {p: WaitQueue() for p in pools}
         self._counts: dict[str, Counter[str]] = {p: Counter() for p in pools}
         self._health: dict[str, deque[str]] = {p: deque() for p in pools}
         #: actors a rebuild did not take back because they are due for recycling (the driver kills them).
@@ -149,7 +211,7 @@ class ControlPlane:
         for name, pool in self.pools.items():
             c = self._counts[name]
             live = c["starting"] + c["idle"] + c["busy"]
-            want = max(pool.target_size, self._demand[name] + self.extra_demand[name])
+            want = max(pool.target_size, self._waiters[name].owed + self.extra_demand[name])
             n = min(want - c["idle"] - c["starting"], pool.max_size - live)
             if n > 0:
                 plan[name] = n
@@ -207,49 +269,20 @@ class ControlPlane:
         if n > self.pools[pool].max_size:
             raise ConfigError(f"request for {n} instances exceeds pool {pool!r} max_size")
         w = Waiter(pool, n, self.clock())
-        queue = self._waiters[pool]
-        while queue and (queue[0].cancelled or queue[0].done):  # callers that gave up leave lazily
-            queue.popleft()
-        if not queue:
-            while len(w.leases) < n:
-                lease = self.try_lease(pool)
-                if lease is None:
-                    break
-                w.leases.append(lease)
-        if len(w.leases) == n:
-            w.done = True
-            return w
-        queue.append(w)
-        self._demand[pool] += n - len(w.leases)
-        self.counters["queued"] += 1
+        if self._waiters[pool].admit(w, lambda: self.try_lease(pool)):
+            self.counters["queued"] += 1
         return w
 
     def _dispatch(self, pool: str) -> None:
         """Grants idle instances of ``pool`` to its queued callers, first come first served."""
-        queue, idle = self._waiters[pool], self._idle[pool]
-        while queue and idle:
-            w = queue[0]
-            if w.cancelled or w.done:
-                queue.popleft()
-                continue
-            lease = self.try_lease(pool)
-            assert lease is not None
-            w.leases.append(lease)
-            self._demand[pool] -= 1
-            if len(w.leases) == w.n:
-                queue.popleft()
-                w.done = True
-                if w.on_done is not None:
-                    w.on_done(w)
-        if idle and self.on_idle is not None:
+        self._waiters[pool].dispatch(lambda: self.try_lease(pool))
+        if self._idle[pool] and self.on_idle is not None:
             self.on_idle(self, pool)
 
     def cancel(self, w: Waiter) -> None:
         """The caller gave up (timeout, cancellation): returns what it was partly granted; no-op once done."""
-        if w.done or w.cancelled:
+        if not self._waiters[w.pool].cancel(w):
             return
-        w.cancelled = True
-        self._demand[w.pool] -= w.n - len(w.leases)
         self.counters["request_timeouts"] += 1
         for lease in w.leases:
             self.release(lease)

@@ -22,11 +22,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterable
 
 from maigym_ray.config import PoolConfig, ShardingConfig, validate_sharding
-from maigym_ray.envs.control import ActorState, ControlPlane, Instance, Waiter
+from maigym_ray.envs.control import ActorState, ControlPlane, Instance, Waiter, WaitQueue
 from maigym_ray.errors import ConfigError, EnvUnavailableError
 
 
@@ -69,8 +69,7 @@ class Coordinator:
         self.held: dict[str, tuple[int, str]] = {}
         self.counters: Counter[str] = Counter()
         self._free: dict[str, dict[int, None]] = {p: {} for p in pools}
-        self._waiters: dict[str, deque[Waiter]] = {p: deque() for p in pools}
-        self._waiting: Counter[str] = Counter()
+        self._waiters: dict[str, WaitQueue] = {p: WaitQueue() for p in pools}
 
     def _plane(self, k: int) -> ControlPlane:
         return ControlPlane(self.shard_pools[k], self.clock, prefix=f"{k}.", on_idle=self._on_idle)
@@ -105,22 +104,9 @@ class Coordinator:
         if n > self.pools[pool].max_size:
             raise ConfigError(f"request for {n} instances exceeds pool {pool!r} max_size")
         w = Waiter(pool, n, self.clock())
-        queue = self._waiters[pool]
-        while queue and (queue[0].cancelled or queue[0].done):  # callers that gave up leave lazily
-            queue.popleft()
-        if not queue:
-            while len(w.leases) < n:
-                lease = self._take(pool)
-                if lease is None:
-                    break
-                w.leases.append(lease)
-        if len(w.leases) == n:
-            w.done = True
-            return w
-        self._waiters[pool].append(w)
-        self._waiting[pool] += n - len(w.leases)
-        self.counters["queued"] += 1
-        self._spread_demand(pool)
+        if self._waiters[pool].admit(w, lambda: self._take(pool)):
+            self.counters["queued"] += 1
+            self._spread_demand(pool)
         return w
 
     def _on_idle(self, plane: ControlPlane, pool: str) -> None:
@@ -129,37 +115,22 @@ class Coordinator:
             self._dispatch(pool)
 
     def _dispatch(self, pool: str) -> None:
-        queue, before = self._waiters[pool], self._waiting[pool]
-        while queue:
-            w = queue[0]
-            if w.cancelled or w.done:
-                queue.popleft()
-                continue
-            lease = self._take(pool)
-            if lease is None:
-                break
-            w.leases.append(lease)
-            self._waiting[pool] -= 1
-            if len(w.leases) == w.n:
-                queue.popleft()
-                w.done = True
-                if w.on_done is not None:
-                    w.on_done(w)
-        if self._waiting[pool] != before:
+        queue = self._waiters[pool]
+        before = queue.owed
+        queue.dispatch(lambda: self._take(pool))
+        if queue.owed != before:
             self._spread_demand(pool)
 
     def _spread_demand(self, pool: str) -> None:
         live = [p for p in self.shards if p is not None]
-        share = math.ceil(self._waiting[pool] / len(live)) if live else 0
+        share = math.ceil(self._waiters[pool].owed / len(live)) if live else 0
         for p in live:
             p.extra_demand[pool] = share
 
     def cancel(self, w: Waiter) -> None:
         """The caller gave up: returns what it was partly granted; no-op once the waiter is done."""
-        if w.done or w.cancelled:
+        if not self._waiters[w.pool].cancel(w):
             return
-        w.cancelled = True
-        self._waiting[w.pool] -= w.n - len(w.leases)
         self.counters["request_timeouts"] += 1
         for lease in w.leases:
             self.release(lease)
@@ -237,4 +208,4 @@ class Coordinator:
 
     def waiting(self, pool: str) -> int:
         """Instances callers wait for in ``pool``'s queue."""
-        return self._waiting[pool]
+        return self._waiters[pool].owed

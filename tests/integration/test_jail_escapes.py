@@ -317,6 +317,17 @@ class Target:
         self.thread.start()
         self.host = AppHost(["notes"], secret=self.secret)  # the parent holds the secret in memory
         asyncio.run_coroutine_threadsafe(self.host.start(), self.loop).result(10)
+        # A service process that holds the secret in its environment and heap, as a node service launched with
+        # it would. The parent's copy alone made the /proc scan's control flaky: late in a long run, the pytest
+        # process's anonymous mappings merge past the scan's size cap and its copy of the secret goes unseen.
+        self.service = subprocess.Popen(
+            [sys.executable, "-c", "import sys, time; held = sys.stdin.readline() * 64; time.sleep(3600)"],
+            stdin=subprocess.PIPE,
+            env={**os.environ, "MAIGYM_TEST_APP_SECRET": self.secret},
+        )
+        assert self.service.stdin is not None
+        self.service.stdin.write(self.secret.encode() + b"\n")
+        self.service.stdin.flush()
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.listener.settimeout(0.05)
         self.listen_port = self.listener.getsockname()[1]
@@ -349,6 +360,8 @@ class Target:
         return None
 
     def close(self) -> None:
+        self.service.kill()
+        self.service.wait(10)
         asyncio.run_coroutine_threadsafe(self.host.stop(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(5)

@@ -79,6 +79,10 @@ class GRPOConfig:
     groups_per_round: int = 6
     #: optimizer steps per round: the round's sequences are split into this many mini-batches by episode.
     updates_per_round: int = 2
+    #: passes over a round's sequences (PPO epochs): each pass takes ``updates_per_round`` steps, and the
+    #: passes after the first are off-policy, held near the sampling policy by the ratio clip and the KL.
+    #: Rollouts cost several times an update, so more passes get more learning out of each round.
+    epochs: int = 1
     #: std-normalised group advantages (GRPO); False = mean-only (Dr.GRPO).
     normalize_std: bool = True
     #: keep a frozen copy of the post-SFT policy as the KL reference (its KL is logged even at kl_coef 0).
@@ -354,16 +358,19 @@ class Driver:
 
     # -- pieces -------------------------------------------------------------------------------------------
     def _update(self, seqs: list[PackedSequence]) -> dict[str, float]:
-        """``updates_per_round`` optimizer steps over mini-batches of whole episodes; averaged stats."""
+        """``epochs`` passes of ``updates_per_round`` optimizer steps over mini-batches of whole episodes;
+        stats averaged over the steps (tokens and seconds summed)."""
         assert self.trainer is not None
         episodes = sorted({s.episode_id for s in seqs})
         n = max(1, min(self.cfg.grpo.updates_per_round, len(episodes)))
         parts = [set(episodes[i::n]) for i in range(n)]
+        steps = n * max(1, self.cfg.grpo.epochs)
         out: dict[str, float] = {}
-        for part in parts:
-            stats = self.trainer.update([s for s in seqs if s.episode_id in part])
-            for k, v in stats.items():
-                out[k] = out.get(k, 0.0) + (v if k in ("tokens", "update_s") else v / n)
+        for _ in range(max(1, self.cfg.grpo.epochs)):
+            for part in parts:
+                stats = self.trainer.update([s for s in seqs if s.episode_id in part])
+                for k, v in stats.items():
+                    out[k] = out.get(k, 0.0) + (v if k in ("tokens", "update_s") else v / steps)
         return out
 
     def _platform(self, task: TaskSpec, j: int) -> str:

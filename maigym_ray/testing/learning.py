@@ -133,6 +133,8 @@ class LearningConfig:
     group_size: int = 6
     lr: float = 5e-4
     kl_coef: float = 0.0
+    #: passes over a round's sequences (the driver's ``grpo.epochs``).
+    epochs: int = 1
     #: held-out instances (greedy evals).
     heldout: int = 48
     #: buttons on each screen, and how their ids are drawn (:func:`fake_pick_task`).
@@ -239,7 +241,8 @@ class LearningRun:
                 if a != 0.0:
                     seqs.extend(pack(x, self.history, a))
         if seqs:
-            self.trainer.update(seqs)
+            for _ in range(self.cfg.epochs):
+                self.trainer.update(seqs)
             if self.cfg.sync:
                 self._sync()
         return wins / max(1, n)

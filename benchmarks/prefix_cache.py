@@ -36,8 +36,8 @@ import ray
 
 from maigym_ray.config import EnvManagerConfig, PolicyConfig, PoolConfig, RayConfig
 from maigym_ray.envs.manager import EnvManager
+from maigym_ray.generation import SamplingConfig
 from maigym_ray.harness.history import HistoryConfig, reusable_prefix
-from maigym_ray.harness.model_policy import SamplingConfig
 from maigym_ray.harness.prompt import PromptConfig
 from maigym_ray.policy.engine import EngineActor, EngineConfig
 from maigym_ray.rollout import rollout_task

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from maigym_ray.errors import ConfigError
+from maigym_ray.generation import SamplingConfig
 from maigym_ray.harness.history import HistoryConfig
-from maigym_ray.harness.model_policy import SamplingConfig
 from maigym_ray.harness.prompt import ChatConfig, PromptConfig
 from maigym_ray.policy.engine import EngineConfig
 

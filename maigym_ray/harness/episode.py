@@ -13,8 +13,8 @@ import time
 import uuid
 from typing import Protocol
 
+from maigym_ray.actions import parse_action
 from maigym_ray.errors import ContextOverflowError, InfraError, TaskError
-from maigym_ray.harness.actions import parse_action
 from maigym_ray.harness.policy import Decision, PolicyClient
 from maigym_ray.types import Action, Observation, Reward, StepResult, TaskSpec, Trajectory, Turn
 

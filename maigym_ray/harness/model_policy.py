@@ -13,44 +13,12 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
+from maigym_ray.generation import Engine, SamplingConfig
 from maigym_ray.harness.history import HistoryConfig, prompt_ids, prompt_images, prompt_text
 from maigym_ray.harness.policy import Decision
 from maigym_ray.harness.prompt import PromptBuilder
 from maigym_ray.types import Observation, TaskSpec
-
-
-@dataclass
-class SamplingConfig:
-    """Sampling settings passed to the engine."""
-
-    #: 0 = greedy.
-    temperature: float = 1.0
-    top_p: float = 1.0
-    #: the longest reply, in tokens.
-    max_tokens: int = 64
-    #: per-request seed; None = unseeded. On vLLM CPU it is ignored (the engine seed applies): per-request
-    #: seeds crash vLLM's CPU sampler in batches.
-    seed: int | None = None
-
-
-@dataclass(frozen=True)
-class Generation:
-    """What an engine returns for one prompt."""
-
-    response_ids: tuple[int, ...]
-    logprobs: tuple[float, ...] = ()
-    num_cached_tokens: int = 0
-    policy_version: int = 0
-
-
-class Engine(Protocol):
-    """A generation engine: prompt ids (+ images) in, sampled ids and their logprobs out."""
-
-    async def generate(
-        self, prompt_ids: list[int], images: list[bytes], sampling: SamplingConfig, episode_id: str
-    ) -> Generation: ...
 
 
 @dataclass

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from maigym_ray.harness.actions import ACTIONS, PLATFORM_ACTIONS
+from maigym_ray.actions import ACTIONS, PLATFORM_ACTIONS
 from maigym_ray.types import Observation, TaskSpec
 
 ACTION_DOCS: dict[str, str] = {

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from maigym_ray.generation import Generation, SamplingConfig
 from maigym_ray.harness.history import reusable_prefix
-from maigym_ray.harness.model_policy import Generation, SamplingConfig
 
 
 class ScriptedEngine:

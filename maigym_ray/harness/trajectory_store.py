@@ -35,8 +35,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from maigym_ray.actions import parse_action
 from maigym_ray.durable import publish_new
-from maigym_ray.harness.actions import parse_action
 from maigym_ray.types import Reward, Trajectory, Turn
 
 TURN = pa.struct(

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from maigym_ray.errors import ContextOverflowError, InfraError, MaigymError
-from maigym_ray.harness.model_policy import Generation, SamplingConfig
+from maigym_ray.generation import Generation, SamplingConfig
 
 
 @dataclass

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from maigym_ray.errors import ConfigError, InfraError
-from maigym_ray.harness.model_policy import Generation, SamplingConfig
+from maigym_ray.generation import Generation, SamplingConfig
 
 
 class OpenAIEngine:

@@ -16,7 +16,7 @@ from typing import Any
 from ray.exceptions import RayActorError
 
 from maigym_ray.errors import InfraError
-from maigym_ray.harness.model_policy import Generation, SamplingConfig
+from maigym_ray.generation import Generation, SamplingConfig
 
 
 class EngineRouter:

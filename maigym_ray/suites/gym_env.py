@@ -26,7 +26,7 @@ import numpy as np
 from gymnasium import spaces
 
 import maigym_ray  # noqa: F401  (loopback Ray settings before anything imports ray)
-from maigym_ray.harness.actions import MAX_ACTION_CHARS
+from maigym_ray.actions import MAX_ACTION_CHARS
 from maigym_ray.types import Observation, TaskSpec
 
 #: Every character an accessibility text or an action may hold: the Basic Multilingual Plane without control

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from maigym_ray.errors import MaigymError
-from maigym_ray.harness.model_policy import Generation, SamplingConfig
+from maigym_ray.generation import Generation, SamplingConfig
 
 
 class ScriptedEngine:

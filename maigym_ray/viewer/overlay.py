@@ -1,6 +1,6 @@
 """What to draw on a step's screenshot for its action: a click marker, a swipe arrow, typed text.
 
-Coordinates of the grammar are normalised to 0..1000 on both axes (harness/actions.py), so the front end draws
+Coordinates of the grammar are normalised to 0..1000 on both axes (actions.py), so the front end draws
 them as percentages of the image whatever its size. An action that targets an element by ``id`` has no position
 in the store (element boxes are not recorded), so it gets a label only.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from maigym_ray.harness.actions import parse_action
+from maigym_ray.actions import parse_action
 
 _POINT = ("click", "long_press", "type", "scroll")
 _LINE = ("swipe", "drag")

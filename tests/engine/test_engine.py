@@ -10,8 +10,8 @@ import io
 import pytest
 
 from maigym_ray.config import EnvManagerConfig, PolicyConfig, PoolConfig
+from maigym_ray.generation import SamplingConfig
 from maigym_ray.harness.history import HistoryConfig, window_of
-from maigym_ray.harness.model_policy import SamplingConfig
 from maigym_ray.harness.prompt import PromptConfig
 from maigym_ray.policy.engine import EngineActor, EngineConfig, resolve_model
 from maigym_ray.rollout import load_tokenizer, rollout

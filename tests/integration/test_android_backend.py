@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pytest
 
+from maigym_ray.actions import parse_action
 from maigym_ray.config import AndroidBackendConfig, PoolConfig
 from maigym_ray.envs.actor import EnvActor
 from maigym_ray.envs.backends.android import AdbClient, AndroidBackend, _free_port
 from maigym_ray.envs.backends.web import LocalApps
 from maigym_ray.errors import BackendError
-from maigym_ray.harness.actions import parse_action
 from maigym_ray.testing.fake_device import FakeAdbd, FakeAndroid, fetch_title
 from maigym_ray.testing.standin import STANDIN_IMAGE, build_standin_image, standin_volumes
 from maigym_ray.types import TaskSpec

@@ -11,9 +11,9 @@ import shutil
 
 import pytest
 
+from maigym_ray.actions import parse_action
 from maigym_ray.config import DesktopBackendConfig, PoolConfig, WebBackendConfig
 from maigym_ray.envs.actor import build_backend
-from maigym_ray.harness.actions import parse_action
 from maigym_ray.tasks.pool import TaskPool
 from maigym_ray.testing import fake_task
 from maigym_ray.types import Observation, TaskSpec

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from maigym_ray.actions import parse_action
 from maigym_ray.config import DesktopBackendConfig, PoolConfig
 from maigym_ray.envs.registry import build_backend
 from maigym_ray.errors import TaskError
-from maigym_ray.harness.actions import parse_action
 from maigym_ray.suites.osworld import OsworldBackend, load_pool_spec, load_task
 from maigym_ray.tasks.verifiers import run_verifier
 

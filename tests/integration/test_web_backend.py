@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from maigym_ray.actions import parse_action
 from maigym_ray.config import WebBackendConfig
 from maigym_ray.envs.backends.page import LocalPage
 from maigym_ray.envs.backends.web import LocalApps, WebBackend
 from maigym_ray.errors import TaskError
-from maigym_ray.harness.actions import parse_action
 from maigym_ray.tasks.pool import TaskPool
 from maigym_ray.types import TaskSpec
 

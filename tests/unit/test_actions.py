@@ -1,4 +1,4 @@
-"""Unit tests for the action grammar (maigym_ray/harness/actions.py)."""
+"""Unit tests for the action grammar (maigym_ray/actions.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from maigym_ray.errors import ActionParseError, UnsupportedActionError
-from maigym_ray.harness.actions import (
+from maigym_ray.actions import (
     ACTIONS,
     COORD_MAX,
     KEYS,
@@ -20,6 +19,7 @@ from maigym_ray.harness.actions import (
     check_supported,
     parse_action,
 )
+from maigym_ray.errors import ActionParseError, UnsupportedActionError
 from maigym_ray.types import PLATFORMS, Action
 
 pytestmark = pytest.mark.unit
@@ -480,8 +480,8 @@ def test_parameters_that_stall_a_step_are_capped(text: str, fragment: str) -> No
 
 
 def test_the_caps_fit_inside_the_step_timeout() -> None:
+    from maigym_ray.actions import LONG_PRESS_MAX_MS, WAIT_MAX_S
     from maigym_ray.config import EnvManagerConfig
-    from maigym_ray.harness.actions import LONG_PRESS_MAX_MS, WAIT_MAX_S
 
     step = EnvManagerConfig().step_timeout_s
     assert LONG_PRESS_MAX_MS / 1000 <= step / 2 and WAIT_MAX_S <= step / 2

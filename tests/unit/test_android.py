@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from maigym_ray.actions import PLATFORM_ACTIONS, parse_action
 from maigym_ray.config import AndroidBackendConfig
 from maigym_ray.envs.backends.android import (
     KEYCODES,
@@ -17,7 +18,6 @@ from maigym_ray.envs.backends.android import (
     parse_hierarchy,
     png_size,
 )
-from maigym_ray.harness.actions import PLATFORM_ACTIONS, parse_action
 from maigym_ray.testing import fake_device as fd
 
 pytestmark = pytest.mark.unit
@@ -285,7 +285,7 @@ async def test_agent_mistakes_are_strings(backend):
 
 
 def test_keycodes_cover_the_grammar():
-    from maigym_ray.harness.actions import KEYS
+    from maigym_ray.actions import KEYS
 
     assert set(KEYS) <= set(KEYCODES)
     assert (KEYCODES["a"], KEYCODES["z"], KEYCODES["0"], KEYCODES["F12"]) == (29, 54, 7, 142)

@@ -140,7 +140,7 @@ def test_disaggregated_engines_never_sleep(tmp_path, packed):
 
 def test_a_sleeping_engine_refuses_to_generate_until_it_wakes():
     from maigym_ray.errors import MaigymError
-    from maigym_ray.harness.model_policy import SamplingConfig
+    from maigym_ray.generation import SamplingConfig
 
     engine = ScriptedEngine([[5, 6]])
     sampling = SamplingConfig(max_tokens=4)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from maigym_ray.harness.actions import parse_action
+from maigym_ray.actions import parse_action
 from maigym_ray.tasks.curriculum import HELDOUT, curriculum_tasks
 from maigym_ray.tasks.pool import TaskPool
 

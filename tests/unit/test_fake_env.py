@@ -10,8 +10,8 @@ import pytest
 from maigym_ray.config import FakeBackendConfig, PoolConfig
 from maigym_ray.envs.actor import EnvActor
 from maigym_ray.errors import BackendError, InfraError, TaskError
+from maigym_ray.generation import SamplingConfig
 from maigym_ray.harness.episode import run_episode
-from maigym_ray.harness.model_policy import SamplingConfig
 from maigym_ray.harness.policy import GoldenPolicy
 from maigym_ray.policy.router import EngineRouter
 from maigym_ray.testing import FakeBackend, ScriptedEngine, fake_task, plant_fault

@@ -6,9 +6,9 @@ import copy
 
 import pytest
 
+from maigym_ray.actions import parse_action
 from maigym_ray.apps.registry import APP_CLASSES, NOVEL_APPS
 from maigym_ray.errors import TaskError
-from maigym_ray.harness.actions import parse_action
 from maigym_ray.runtime.pools import load_tasks
 from maigym_ray.runtime.schema import TasksConfig
 from maigym_ray.tasks.families import (

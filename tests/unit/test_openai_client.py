@@ -8,7 +8,7 @@ import pytest
 from aiohttp import web
 
 from maigym_ray.errors import ConfigError, InfraError
-from maigym_ray.harness.model_policy import SamplingConfig
+from maigym_ray.generation import SamplingConfig
 from maigym_ray.policy.openai_client import OpenAIEngine
 
 pytestmark = pytest.mark.unit

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from maigym_ray.actions import parse_action
 from maigym_ray.errors import ActionParseError
-from maigym_ray.harness.actions import parse_action
 from maigym_ray.harness.model_policy import action_text
 from maigym_ray.harness.prompt import ACTION_DOCS, PromptBuilder, PromptConfig
 from maigym_ray.types import Action, Observation, TaskSpec

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from maigym_ray.harness.model_policy import Generation, SamplingConfig
+from maigym_ray.generation import Generation, SamplingConfig
 from maigym_ray.policy.router import EngineRouter
 
 pytestmark = pytest.mark.unit

@@ -17,9 +17,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from maigym_ray.actions import parse_action
 from maigym_ray.apps.registry import APP_CLASSES, NOVEL_APPS, make_apps
 from maigym_ray.errors import TaskError
-from maigym_ray.harness.actions import parse_action
 from maigym_ray.synth.generate import Rejection, draft_to_task, drafts_for, generate, split_of, tier
 from maigym_ray.synth.planner import Answer, Click, ClickText, Open, Read, Type, action, plan_golden
 from maigym_ray.synth.screens import Screens

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from maigym_ray.actions import parse_action
 from maigym_ray.errors import EnvTimeoutError
-from maigym_ray.harness.actions import parse_action
 from maigym_ray.synth.diagnosis import failure_kind, group_failures, next_version_name, weakest
 from maigym_ray.synth.generate import generate
 from maigym_ray.synth.llm import EXAMPLE_TASK, LLMParaphraser, facts, keeps_facts

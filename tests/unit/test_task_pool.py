@@ -10,10 +10,10 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from maigym_ray.actions import parse_action
 from maigym_ray.apps.registry import APP_CLASSES
 from maigym_ray.envs.backends.desktop import DESKTOP_APPS
 from maigym_ray.errors import TaskError
-from maigym_ray.harness.actions import parse_action
 from maigym_ray.tasks.pool import SCHEMA, TaskPool, task_from_dict, task_to_row
 from maigym_ray.tasks.verifiers import build_verifier
 from maigym_ray.types import PLATFORMS, TaskSpec

@@ -55,7 +55,8 @@ _TAG_JS = """() => {
   for (const el of fresh.reverse()) el.setAttribute('data-mg-id', 't' + (++window.__mgTags));  // page order
 }"""
 _TAG_THEN_GLOBALS_JS = "() => { (" + _TAG_JS + ")(); return (" + _GLOBALS_JS + ")(); }"
-# The suite's own start sequence (seed, startEpisodeReal, wait for the task to say it is ready), in one call.
+# The suite's own start sequence (seed, startEpisodeReal, wait for the task to say it is ready), in one call;
+# it also tags the new problem's text leaves, so the observation that follows needs no call of its own for that.
 _START_JS = (
     """async (seed) => {
   if (core.cover_div == null) core.startEpisode();  // tasks call it on load; a page that did not yet, now
@@ -63,7 +64,7 @@ _START_JS = (
   core.startEpisodeReal();
   for (let i = 0; i < 40 && !WOB_TASK_READY; i++) await new Promise(r => setTimeout(r, 50));
   return ("""
-    + _GLOBALS_JS
+    + _TAG_THEN_GLOBALS_JS
     + """)();
 }"""
 )
@@ -187,6 +188,7 @@ class MiniwobBackend(Backend):
         self._globals: dict[str, Any] = {}
         self._task: dict[str, Any] = {}
         self._in_page = 0  # episodes started in the page now loaded
+        self._tagged = False  # the page's text leaves are tagged and the globals read since the last change
         self._started = False
 
     async def start(self) -> None:
@@ -225,6 +227,7 @@ class MiniwobBackend(Backend):
             self._in_page = 0
         self._in_page += 1
         self._globals = globals_
+        self._tagged = True  # the start script tagged the page and read its globals
         if not self._globals.get("ready"):
             raise BackendError(f"MiniWoB++ task {name} did not become ready after startEpisodeReal")
 
@@ -233,8 +236,11 @@ class MiniwobBackend(Backend):
         return self._globals
 
     async def observe(self) -> Observation:
-        # tags, then reads the globals, in one round trip to the page (the snapshot is the second)
-        self._globals = await self.page.evaluate(_TAG_THEN_GLOBALS_JS)
+        # tags, then reads the globals, in one round trip to the page (the snapshot is the second); right after
+        # a reset the start script did both
+        if not self._tagged:
+            self._globals = await self.page.evaluate(_TAG_THEN_GLOBALS_JS)
+        self._tagged = False
         snap = await self.page.observe(self.cfg.screenshot)
         return Observation(
             platform=self.platform,

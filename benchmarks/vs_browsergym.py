@@ -13,9 +13,14 @@ instruction text (CSS pixel 80, 25; it ends no episode), with the observation th
 screenshot plus accessibility text, BrowserGym's its default (screenshot, AXTree, DOM). Figures:
 
 - reset p50 and step p50: one instance, one operation at a time (the first episode of each task warms up);
-- PSS per instance: with ``--workers`` instances alive at once, every process they use (ours: the env actors and
-  the node's shared Chromium and app host; BrowserGym: each env's Python process, Playwright driver and
-  Chromium), divided by the number of instances;
+- PSS per instance: with ``--workers`` instances alive at once, right after the episodes/s run, the PSS
+  (``/proc/<pid>/smaps_rollup``; a page shared by k processes counts 1/k in each) of every process they use,
+  each process counted once, summed and divided by the number of instances. Ours: the env actor processes (with
+  ``manager_config``'s pool, up to 8 instances share one, ``PoolConfig.instances_per_actor``) and the node's
+  NodeServices process with all its children (the shared Chromium's browser, GPU, utility, zygote and renderer
+  processes, the Playwright driver); Ray's own daemons (raylet, GCS, dashboard) and the EnvManager are not
+  counted on either side's behalf. BrowserGym: each env's Python process and all its children (Playwright
+  driver, the task's Chromium and its chat window's Chromium);
 - episodes per second: ``--workers`` instances running episodes at once, from the moment all are up.
 
 Ours runs first and is shut down before BrowserGym starts, so neither competes with the other for the cores.
@@ -179,7 +184,9 @@ async def run_ours(args: argparse.Namespace, latency_episodes: int, tput_episode
     wall = time.perf_counter() - t0
     insts = await manager.instances.remote()
     services = await manager.service_pids.remote()
-    pids = [i["pid"] for i in insts] + [services["node_services"]]
+    # Instances that share an env actor process (PoolConfig.instances_per_actor) report its pid each: count
+    # every process once.
+    pids = sorted({i["pid"] for i in insts} | {services["node_services"]})
     breakdown: dict[str, float] = {}
     for p in pids:
         for k, v in pss_by_kind(p).items():

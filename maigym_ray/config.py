@@ -33,7 +33,10 @@ class WebBackendConfig:
     #: "shared": one Chromium per node, a browser context per env; "per_env": one Chromium per env actor.
     browser: str = "shared"
     #: how reset clears the browser: "context" (a fresh browser context: new cookies, storage, history and
-    #: renderer; bounded memory) or "reload" (clear cookies, reload, wipe history: ~60 ms faster).
+    #: renderer; bounded memory), "reload" (clear cookies, reload, wipe history: ~60 ms faster) or "restart"
+    #: (suite pages that restart their own episodes, MiniWoB++, start the next episode of the same task in the
+    #: loaded page as the suite's own environment does, reloading every 50 episodes and on a change of task;
+    #: anything else reloads).
     reset: str = "context"
     #: Chromium binary; "" finds Debian's real binary (never downloads a browser).
     executable: str = ""
@@ -43,6 +46,11 @@ class WebBackendConfig:
     screenshot: bool = True
     #: the longest `wait(seconds=...)` honoured.
     wait_cap_s: float = 5.0
+    #: MiniWoB++ pools only (the suite's pages keep no cookies or storage): the instances of one env actor group
+    #: (PoolConfig.instances_per_actor) open their pages in one browser context, which Chromium serves with one
+    #: renderer process: less memory, and the group's pages share a fate as its instances already do. Needs a
+    #: reset other than "context".
+    share_context: bool = False
 
 
 @dataclass
@@ -244,6 +252,10 @@ class PoolConfig:
     recycle_after: int = 50
     #: CPUs reserved per env actor (0 lets many async actors share a core).
     num_cpus: float = 0.0
+    #: instances hosted by one env actor process (envs/group.py). 1: an actor each (a crash takes one
+    #: instance). More saves a Ray worker (~50 MB) per instance where the device lives elsewhere (pages of the
+    #: node's shared Chromium), at the cost of a shared fate; the group reserves what one actor would.
+    instances_per_actor: int = 1
     #: environment variables of the env actor processes. Two malloc arenas keep each actor's heap compact:
     #: glibc's default of 8 per core mostly holds freed screenshot buffers.
     env_vars: dict[str, str] = field(default_factory=lambda: {"MALLOC_ARENA_MAX": "2"})
@@ -379,11 +391,20 @@ def validate_manager_config(cfg: EnvManagerConfig) -> None:
         raise ConfigError("env.pools is empty: configure at least one pool")
     for name, pool in cfg.pools.items():
         check_backend(pool.backend)
+        if pool.instances_per_actor < 1:
+            raise ConfigError(
+                f"env.pools.{name}.instances_per_actor must be >= 1, got {pool.instances_per_actor}"
+            )
         check_choice(f"env.pools.{name}.platform", pool.platform, PLATFORMS)
         if pool.backend in BROWSER_BACKENDS:
             check_choice(f"env.pools.{name}.web.browser", pool.web.browser, BROWSER_MODES)
-            check_choice(f"env.pools.{name}.web.reset", pool.web.reset, ("context", "reload"))
+            check_choice(f"env.pools.{name}.web.reset", pool.web.reset, ("context", "reload", "restart"))
             check_choice(f"env.pools.{name}.web.platform", pool.web.platform, ("web", "mobile_web"))
+            if pool.web.share_context and (pool.backend != "miniwob" or pool.web.reset == "context"):
+                raise ConfigError(
+                    f"env.pools.{name}.web.share_context is for miniwob pools with reset reload or restart "
+                    f"(backend {pool.backend!r}, reset {pool.web.reset!r})"
+                )
             if pool.web.platform != pool.platform:
                 raise ConfigError(
                     f"env.pools.{name}: web.platform {pool.web.platform!r} != platform {pool.platform!r}"

@@ -75,14 +75,15 @@ class EnvActor:
         apps: list[str],
         app_bind: str = "127.0.0.1",
         node: Any = None,
+        group: str = "",
     ) -> dict[str, Any]:
         """Builds (through the backend registry, envs/registry.py) and starts the backend the pool asks for;
-        returns the actor's pid and platform."""
+        returns the actor's pid and platform. ``group``: the EnvGroup hosting this instance, if any."""
         self.instance_id = instance_id
         self.node = node
         # The builders open pages and app namespaces through ``node``; bound to this instance, the manager can
         # reclaim them if this actor is killed before it closes them.
-        owned = OwnedNode(node, instance_id) if node is not None else None
+        owned = OwnedNode(node, instance_id, group) if node is not None else None
         self.backend = build_backend(pool, apps, app_bind, owned)
         await self.backend.start()
         return {"pid": os.getpid(), "platform": self.backend.platform}

@@ -43,6 +43,9 @@ class BrowserHost:
         self._browser: Any = None
         self._pages: dict[str, Any] = {}
         self._owners: dict[str, str] = {}  # page id -> the instance that opened it
+        self._groups: dict[str, Any] = {}  # context group -> its shared browser context
+        self._group_of: dict[str, str] = {}  # page id -> its context group
+        self._group_lock = asyncio.Lock()
         self._lock = asyncio.Lock()
         self.generation = 0
 
@@ -53,6 +56,8 @@ class BrowserHost:
             if self._browser is None or not self._browser.is_connected():
                 self._pages.clear()  # pages of a dead browser are gone with it
                 self._owners.clear()
+                self._groups.clear()
+                self._group_of.clear()
                 if self._pw is None:
                     self._pw = await async_playwright().start()
                 self._browser = await launch_chromium(self._pw, self.executable)
@@ -65,17 +70,28 @@ class BrowserHost:
             raise BackendError(f"page {page_id[:8]} is gone (the shared browser was restarted)")
         return d
 
-    async def open(self, owner: str = "", **driver_args: Any) -> str:
+    async def open(self, owner: str = "", context_group: str = "", **driver_args: Any) -> str:
         """Opens a context + page (PageDriver arguments); returns its page id. ``owner`` (the env instance's id)
-        lets :meth:`release` close it when that instance dies without closing it."""
+        lets :meth:`release` close it when that instance dies without closing it. Pages of one
+        ``context_group`` (the instances of one env actor group) share one browser context, which Chromium
+        serves with one renderer process (``--process-per-site``); it closes with its last page."""
         from maigym_ray.envs.backends.page import PageDriver
 
         driver = PageDriver(**driver_args)
-        await driver.open(await self._ensure())
+        browser = await self._ensure()
+        context = None
+        if context_group:
+            async with self._group_lock:  # the group's first pages may open at once: one context for all
+                context = self._groups.get(context_group)
+                if context is None:
+                    context = self._groups[context_group] = await driver.new_context(browser)
+        await driver.open(browser, context=context)
         page_id = uuid.uuid4().hex
         self._pages[page_id] = driver
         if owner:
             self._owners[page_id] = owner
+        if context_group:
+            self._group_of[page_id] = context_group
         return page_id
 
     async def reset(self, page_id: str, url: str) -> None:
@@ -107,8 +123,16 @@ class BrowserHost:
         """Closes one page's context."""
         d = self._pages.pop(page_id, None)
         self._owners.pop(page_id, None)
+        group = self._group_of.pop(page_id, None)
         if d is not None:
             await d.close()
+        if group and group not in self._group_of.values():  # its last page: the context goes too
+            context = self._groups.pop(group, None)
+            if context is not None:
+                try:
+                    await asyncio.wait_for(context.close(), 5)
+                except Exception:  # the browser may already be gone
+                    pass
 
     async def release(self, owner: str) -> int:
         """Closes every page ``owner`` opened (a SIGKILLed env actor leaves its context open); returns how many."""

@@ -33,7 +33,8 @@ class LeasedEnv:
 
     async def reset(self, task: TaskSpec) -> Observation:
         obs = await self.manager.reset.remote(self.lease, task)
-        self._actor = await self.manager.actor.remote(self.lease)
+        if self._actor is None:  # a lease keeps its instance: a replaced one fails the lease
+            self._actor = await self.manager.actor.remote(self.lease)
         return obs
 
     async def step(self, action: str) -> StepResult:

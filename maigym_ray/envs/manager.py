@@ -24,6 +24,7 @@ from ray.exceptions import GetTimeoutError, RayActorError
 from maigym_ray.config import BROWSER_BACKENDS, EnvManagerConfig, PoolConfig, validate_manager_config
 from maigym_ray.envs.actor import EnvActor
 from maigym_ray.envs.control import ControlPlane, Instance
+from maigym_ray.envs.group import RETIRE_AFTER, EnvGroup, GroupMember
 from maigym_ray.envs.metrics import LatencyHistogram
 from maigym_ray.envs.node_services import NodeServices
 from maigym_ray.errors import (
@@ -62,6 +63,17 @@ def _kill_actor(handle: Any) -> None:
         pass
 
 
+class _Group:
+    """The manager's record of one EnvGroup actor (a pool with ``instances_per_actor`` > 1)."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+        self.members: set[str] = set()
+        self.started = 0  # instances ever placed in it
+        self.retired = False  # takes no new instances; killed when its last one leaves
+        self.dead = False
+
+
 class EnvManager:
     """Leases environment instances and exposes request, observe, reset, step, evaluate and release.
 
@@ -89,6 +101,8 @@ class EnvManager:
         self._changed = asyncio.Condition()
         self._hists: dict[str, LatencyHistogram] = {}
         self._nodes: dict[str, Any] = {}  # Ray node id -> the NodeServices actor on that node
+        self._groups: dict[str, list[_Group]] = {}  # pool name -> its EnvGroup actors
+        self._group_of: dict[str, _Group] = {}  # instance id -> the group hosting it
         self._loops: list[asyncio.Task[None]] = []
         self._creating: set[asyncio.Task[None]] = set()
         self._closing = False
@@ -166,6 +180,10 @@ class EnvManager:
             t.cancel()
         insts = [self.plane.forget(iid) for iid in list(self.plane.instances)]
         await asyncio.gather(*(self._kill(inst, graceful=True) for inst in insts if inst))
+        for groups in self._groups.values():
+            for g in groups:
+                _kill_actor(g.handle)
+        self._groups, self._group_of = {}, {}
         nodes, self._nodes = list(self._nodes.values()), {}
 
         async def stop(node: Any) -> None:
@@ -192,19 +210,58 @@ class EnvManager:
                 except TimeoutError:
                     pass
 
+    def _join_group(self, inst: Instance, pool: PoolConfig) -> Any:
+        """A place for ``inst`` in one of the pool's EnvGroups with room (a new group when none has)."""
+        groups = self._groups.setdefault(inst.pool, [])
+        group = next(
+            (g for g in groups if not (g.dead or g.retired) and len(g.members) < pool.instances_per_actor),
+            None,
+        )
+        if group is None:
+            opts = dict(self._actor_options.get(inst.pool, _default_actor_options(pool)))
+            # each member serves what one env actor would (observe during a step, health checks)
+            opts["max_concurrency"] = opts.get("max_concurrency", 8) * pool.instances_per_actor
+            group = _Group(ray.remote(EnvGroup).options(**opts).remote())
+            groups.append(group)
+        group.members.add(inst.id)
+        group.started += 1
+        group.retired = group.started >= RETIRE_AFTER * pool.instances_per_actor
+        self._group_of[inst.id] = group
+        return group.handle
+
+    async def _leave_group(self, inst: Instance) -> None:
+        """Closes ``inst`` inside its group; kills the group once it is dead, or retired and empty."""
+        group = self._group_of.pop(inst.id, None)
+        if group is None:
+            return
+        group.members.discard(inst.id)
+        try:
+            await asyncio.wait_for(group.handle.drop.remote(inst.id), 5)
+        except Exception:  # dead or hung: its other members fail on their next call and are replaced
+            group.dead = True
+        if group.dead or (group.retired and not group.members):
+            _kill_actor(group.handle)
+            groups = self._groups.get(inst.pool, [])
+            if group in groups:
+                groups.remove(group)
+
     async def _create(self, inst: Instance) -> None:
         pool = self.cfg.pools[inst.pool]
-        handle = (
-            ray.remote(EnvActor)
-            .options(**self._actor_options.get(inst.pool, _default_actor_options(pool)))
-            .remote()
-        )
+        if pool.instances_per_actor > 1:
+            process = self._join_group(inst, pool)
+            handle: Any = GroupMember(process, inst.id)
+        else:
+            process = handle = (
+                ray.remote(EnvActor)
+                .options(**self._actor_options.get(inst.pool, _default_actor_options(pool)))
+                .remote()
+            )
         inst.handle = handle
         t0 = time.perf_counter()
 
         async def start() -> dict[str, Any]:
             # The actor lands where its host resource allows; its node's services are known only then.
-            inst.node_id = await handle.node_id.remote()
+            inst.node_id = await process.node_id.remote()
             services = self._services_on(inst.node_id)
             return await handle.start.remote(inst.id, pool, self.cfg.apps, self.cfg.app_bind, services)
 
@@ -216,15 +273,18 @@ class EnvManager:
             if self.plane.started(inst.id, info["pid"]):
                 self._hist("start").observe(time.perf_counter() - t0)
             else:  # forgotten while it started (shutdown)
-                _kill_actor(handle)
+                await self._kill(inst)
         except Exception as exc:  # any start failure: drop it; the loop retries with a fresh actor
             self.plane.start_failed(inst.id, type(exc).__name__)
-            _kill_actor(handle)
-            self._reclaim(inst)
+            await self._kill(inst)
             await asyncio.sleep(min(5.0, 0.5 * self._counters["start_failures"]))
         await self._notify()
 
     async def _kill(self, inst: Instance, graceful: bool = False) -> None:
+        if isinstance(inst.handle, GroupMember):  # close it in its group; the process serves the others
+            await self._leave_group(inst)
+            self._reclaim(inst)
+            return
         if graceful and inst.handle is not None:
             try:
                 await asyncio.wait_for(inst.handle.close.remote(), 5)

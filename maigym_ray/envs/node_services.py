@@ -29,6 +29,9 @@ class NodeServices:
 
     def __init__(self, app_bind: str = "127.0.0.1", browser: bool = True, chromium: str = "") -> None:
         os.environ.setdefault("NODE_OPTIONS", _NODE_OPTIONS)
+        # For the children launched from here (the Playwright driver, Chromium): glibc's default of 8 malloc
+        # arenas per core mostly holds the driver's freed protocol buffers (screenshots pass through it).
+        os.environ.setdefault("MALLOC_ARENA_MAX", "2")
         self.services: dict[str, Any] = {"apps": AppServer(app_bind)}
         if browser:
             self.services["browser"] = BrowserHost(chromium)

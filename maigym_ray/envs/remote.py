@@ -33,9 +33,11 @@ class OwnedNode:
     without closing them. Backend builders get it as ``node`` and pass it on, so their signature stays
     ``(pool, apps, app_bind, node)``; anything else is forwarded to the actor handle."""
 
-    def __init__(self, handle: Any, owner: str) -> None:
+    def __init__(self, handle: Any, owner: str, group: str = "") -> None:
         self.handle = handle
         self.owner = owner
+        #: the env actor group the instance lives in ("" for an actor of its own): envs/group.py
+        self.group = group
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.handle, name)
@@ -45,13 +47,17 @@ class RemotePage:
     """A page in the node's BrowserHost (same interface as LocalPage). ``owner`` is the env instance's id, under
     which the manager reclaims the page if the instance dies without closing it."""
 
-    def __init__(self, node: Any, owner: str | None = None) -> None:
+    def __init__(self, node: Any, owner: str | None = None, share_context: bool = False) -> None:
         self._s = _Service(node, "browser")
         self.owner = getattr(node, "owner", "") if owner is None else owner
+        # with share_context, the pages of one env actor group share a browser context (BrowserHost.open)
+        self.context_group = getattr(node, "group", "") if share_context else ""
         self.page_id = ""
 
     async def open(self, **driver_args: Any) -> None:
-        self.page_id = await self._s.call("open", owner=self.owner, **driver_args)
+        self.page_id = await self._s.call(
+            "open", owner=self.owner, context_group=self.context_group, **driver_args
+        )
 
     async def reset(self, url: str) -> None:
         await self._s.call("reset", self.page_id, url)

@@ -29,6 +29,8 @@ from maigym_ray.types import Action, Element, Observation, TaskSpec
 DEFAULT_SIZE = (380, 220)
 #: Steps an episode may take (the page's own timer usually ends it first).
 DEFAULT_MAX_STEPS = 15
+#: Instances per env actor process in :func:`manager_config`'s pool (PoolConfig.instances_per_actor).
+GROUP_SIZE = 8
 
 _GLOBALS_JS = """() => ({done: !!WOB_DONE_GLOBAL, reward: Number(WOB_REWARD_GLOBAL),
   raw_reward: Number(WOB_RAW_REWARD_GLOBAL), reason: WOB_REWARD_REASON == null ? null : String(WOB_REWARD_REASON),
@@ -52,7 +54,9 @@ _TAG_JS = """() => {
   window.__mgTags = window.__mgTags || 0;
   for (const el of fresh.reverse()) el.setAttribute('data-mg-id', 't' + (++window.__mgTags));  // page order
 }"""
-# The suite's own start sequence (seed, startEpisodeReal, wait for the task to say it is ready), in one call.
+_TAG_THEN_GLOBALS_JS = "() => { (" + _TAG_JS + ")(); return (" + _GLOBALS_JS + ")(); }"
+# The suite's own start sequence (seed, startEpisodeReal, wait for the task to say it is ready), in one call;
+# it also tags the new problem's text leaves, so the observation that follows needs no call of its own for that.
 _START_JS = (
     """async (seed) => {
   if (core.cover_div == null) core.startEpisode();  // tasks call it on load; a page that did not yet, now
@@ -60,10 +64,37 @@ _START_JS = (
   core.startEpisodeReal();
   for (let i = 0; i < 40 && !WOB_TASK_READY; i++) await new Promise(r => setTimeout(r, 50));
   return ("""
-    + _GLOBALS_JS
+    + _TAG_THEN_GLOBALS_JS
     + """)();
 }"""
 )
+
+
+# The next episode of the same task, started in the page already open, the way MiniWoB++'s own environment resets
+# (its ``force_stop`` then ``begin_task``: ``core.endEpisode(0)``, ``Math.seedrandom(seed)``,
+# ``core.startEpisodeReal()``; ``genProblem`` re-renders the task area). What a reload would also clear is put back
+# to a fresh load's state, so the first observation of (task, seed) is the same either way: the reward display
+# (last reward, average, episodes done), our element ids (numbered from t1 again) and the focus. null when the page
+# is not the task's page any more (the agent navigated away), so the caller reloads.
+_RESTART_JS = (
+    """async ([seed, url]) => {
+  if (typeof core === 'undefined' || typeof genProblem !== 'function' || core.cover_div == null
+      || location.href !== url) return null;
+  core.endEpisode(0);  // stops the running episode's timers (a no-op when the page already ended it)
+  core.wob_latest = '-'; core.wob_scores = []; WOB_EPISODE_ID = 0;
+  const hud = document.getElementById('reward-display');
+  if (hud) hud.innerHTML = core.DISPLAY_HTML;
+  for (const el of document.querySelectorAll('[data-mg-id]')) el.removeAttribute('data-mg-id');
+  window.__mgTags = 0;
+  if (document.activeElement && document.activeElement !== document.body) document.activeElement.blur();
+  return await ("""
+    + _START_JS
+    + """)(seed);
+}"""
+)
+#: Episodes restarted in the page before the next reset reloads it anyway (MiniWoB++'s ``refresh_freq``): bounds
+#: what a task's page may accumulate over many episodes (the renderer's heap, handlers a task binds per episode).
+RELOAD_EVERY = 50
 
 
 def html_dir() -> Path:
@@ -94,15 +125,18 @@ def miniwob_task(name: str, seed: int = 0, max_steps: int = DEFAULT_MAX_STEPS) -
 
 
 def manager_config(instances: int, screenshot: bool = True) -> EnvManagerConfig:
-    """An EnvManager with one MiniWoB++ pool of ``instances`` pages in the node's shared Chromium, reset by
-    reload (a task page restarts its episode itself). MiniWoB++ needs no mocked app; the app host still starts
-    one, the smallest."""
+    """An EnvManager with one MiniWoB++ pool of ``instances`` pages in the node's shared Chromium, the suite's
+    own reset (the next episode of the same task restarts in the loaded page: ``reset="restart"``) and up to
+    :data:`GROUP_SIZE` instances per env actor process (a page costs little inside its actor, the process
+    ~50 MB), whose pages share a browser context and so one renderer process (``share_context``). MiniWoB++
+    needs no mocked app; the app host still starts one, the smallest."""
     pool = PoolConfig(
         backend="miniwob",
         target_size=instances,
         max_size=instances,
         recycle_after=0,
-        web=WebBackendConfig(browser="shared", screenshot=screenshot, reset="reload"),
+        instances_per_actor=max(1, min(instances, GROUP_SIZE)),
+        web=WebBackendConfig(browser="shared", screenshot=screenshot, reset="restart", share_context=True),
     )
     return EnvManagerConfig(pools={"miniwob": pool}, apps=["notes"])
 
@@ -153,6 +187,8 @@ class MiniwobBackend(Backend):
         self.base_url = (pages_dir or html_dir()).resolve().as_uri()
         self._globals: dict[str, Any] = {}
         self._task: dict[str, Any] = {}
+        self._in_page = 0  # episodes started in the page now loaded
+        self._tagged = False  # the page's text leaves are tagged and the globals read since the last change
         self._started = False
 
     async def start(self) -> None:
@@ -177,9 +213,21 @@ class MiniwobBackend(Backend):
         name, seed = spec["task"], spec.get("seed", 0)
         if not (Path(self.base_url[len("file://") :]) / f"{name}.html").is_file():
             raise TaskError(f"task {task.id}: MiniWoB++ has no task page {name!r}")
+        url = f"{self.base_url}/{name}.html"
+        restart = (
+            self.cfg.reset == "restart"
+            and self._task.get("task") == name
+            and 0 < self._in_page < RELOAD_EVERY
+        )
         self._task = {"task": name, "seed": seed}
-        await self.page.reset(f"{self.base_url}/{name}.html")
-        self._globals = await self.page.evaluate(_START_JS, seed)
+        globals_ = await self.page.evaluate(_RESTART_JS, [seed, url]) if restart else None
+        if globals_ is None:
+            await self.page.reset(url)
+            globals_ = await self.page.evaluate(_START_JS, seed)
+            self._in_page = 0
+        self._in_page += 1
+        self._globals = globals_
+        self._tagged = True  # the start script tagged the page and read its globals
         if not self._globals.get("ready"):
             raise BackendError(f"MiniWoB++ task {name} did not become ready after startEpisodeReal")
 
@@ -188,9 +236,12 @@ class MiniwobBackend(Backend):
         return self._globals
 
     async def observe(self) -> Observation:
-        await self.page.evaluate(_TAG_JS)
+        # tags, then reads the globals, in one round trip to the page (the snapshot is the second); right after
+        # a reset the start script did both
+        if not self._tagged:
+            self._globals = await self.page.evaluate(_TAG_THEN_GLOBALS_JS)
+        self._tagged = False
         snap = await self.page.observe(self.cfg.screenshot)
-        await self._read_globals()
         return Observation(
             platform=self.platform,
             screenshot=snap["png"],
@@ -211,7 +262,8 @@ class MiniwobBackend(Backend):
         return bool(self._globals.get("done"))
 
     async def state(self) -> dict[str, Any]:
-        return {"miniwob": {**self._task, **await self._read_globals()}}
+        # in_page: the episodes started in the loaded page, this one included (1 right after a load)
+        return {"miniwob": {**self._task, **await self._read_globals(), "in_page": self._in_page}}
 
     async def health(self) -> bool:
         return await self.page.health()
@@ -228,7 +280,7 @@ def build_backend(
     if pool.web.browser == "shared" and node is not None:
         from maigym_ray.envs.remote import RemotePage
 
-        page: Any = RemotePage(node)
+        page: Any = RemotePage(node, share_context=pool.web.share_context)
     else:
         from maigym_ray.envs.backends.page import LocalPage
 

@@ -89,6 +89,28 @@ async def test_instruction_and_seed_come_from_the_page(manager):
     assert a.a11y.split("\n", 1)[0] != c.a11y.split("\n", 1)[0]
 
 
+async def test_a_restarted_episode_starts_as_a_freshly_loaded_one(manager):
+    # The next episode of the same task restarts in the loaded page (the suite's own reset). What it shows
+    # first must be what a fresh load of the page shows for that seed: the previous episode (solved, or cut
+    # short mid-way) leaves nothing on screen, in the element ids or in the page's reward display.
+    env = await LeasedEnv.acquire(manager, "web")
+    scripted = MiniwobScriptedPolicy()
+    try:
+        for k, name in enumerate(sorted(SOLVERS)):
+            first = miniwob_task(name, 7, max_steps=2) if k % 2 else miniwob_task(name, 7)
+            await run_episode(env, first, RandomPolicy(seed=k) if k % 2 else scripted)
+            restarted = await env.reset(miniwob_task(name, 8))
+            assert (await manager.state.remote(env.lease))["miniwob"]["in_page"] >= 2, name
+            other = "click-button" if name == "click-test" else "click-test"
+            await env.reset(miniwob_task(other, 0))  # another task: the next reset loads the page
+            loaded = await env.reset(miniwob_task(name, 8))
+            assert (await manager.state.remote(env.lease))["miniwob"]["in_page"] == 1, name
+            assert restarted.a11y == loaded.a11y, name
+            assert restarted.elements == loaded.elements, name
+    finally:
+        await env.release()
+
+
 async def test_the_pages_time_limit_ends_the_episode(manager):
     # click-test's page allows 10 s; waiting past it makes the page end the episode with raw reward -1, and
     # the episode stops there, before its step limit.

@@ -96,6 +96,11 @@ def test_platform_mismatch_and_sizes():
         validate_manager_config(EnvManagerConfig(pools={"w": PoolConfig(target_size=9, max_size=2)}))
     with pytest.raises(ConfigError, match="browser"):
         validate_manager_config(EnvManagerConfig(pools={"w": PoolConfig(web=WebBackendConfig(browser="x"))}))
+    with pytest.raises(ConfigError, match="instances_per_actor"):
+        validate_manager_config(EnvManagerConfig(pools={"w": PoolConfig(instances_per_actor=0)}))
+    with pytest.raises(ConfigError, match=r"web\.reset"):
+        validate_manager_config(EnvManagerConfig(pools={"w": PoolConfig(web=WebBackendConfig(reset="x"))}))
+    validate_manager_config(EnvManagerConfig(pools={"w": PoolConfig(web=WebBackendConfig(reset="restart"))}))
 
 
 @pytest.mark.parametrize("entry", [*sorted(ENTRY_POINTS), "synth"])

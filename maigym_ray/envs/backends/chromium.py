@@ -25,6 +25,13 @@ CHROMIUM_FLAGS: tuple[str, ...] = (
     "--mute-audio",
     "--hide-scrollbars",
     "--disable-dev-shm-usage",
+    # Pages of one browser context on one site share a renderer process. Env instances each have a context of
+    # their own, which Chromium never shares a renderer across, so this only joins the pages of a group that
+    # shares a context (MiniWoB++ pools with web.share_context): one renderer instead of one each.
+    "--process-per-site",
+    # With the GPU off, compositing and screenshots are Skia's CPU raster; this only stops the GPU process from
+    # also starting SwiftShader, a software GL for WebGL that no page here uses (about 18 MB per node).
+    "--disable-software-rasterizer",
     # bfcache would let navigate_back show a page from a previous episode; history is reset per episode too.
     # Playwright already passes --disable-features/--disable-back-forward-cache; a second --disable-features
     # would replace its list (Chromium keeps the last), so none is given here.

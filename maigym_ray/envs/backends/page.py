@@ -76,19 +76,29 @@ class PageDriver:
         self._loads = 0
         self._load_evt = asyncio.Event()
         self._crashed = False
+        self._shared = (
+            False  # the context is a group's (BrowserHost.open with context_group): not ours to close
+        )
 
-    async def open(self, browser: Browser, url: str = "") -> None:
-        """Opens a fresh context and page on ``browser`` and shows ``url`` (default: the launcher)."""
+    async def new_context(self, browser: Browser) -> BrowserContext:
+        """A context with this driver's viewport and our page scripts (for this page, or a group's pages)."""
+        context = await browser.new_context(
+            viewport={"width": self.width, "height": self.height},
+            is_mobile=self.mobile,
+            has_touch=self.mobile,
+            device_scale_factor=1,
+            service_workers="block",
+        )
+        await context.add_init_script(_NAV_MARKER_JS)
+        return context
+
+    async def open(self, browser: Browser, url: str = "", context: BrowserContext | None = None) -> None:
+        """Opens a page on ``browser`` in a fresh context, or in the shared ``context`` (a group's: made by
+        :meth:`new_context`), and shows ``url`` (default: the launcher)."""
         self._browser = browser
+        self._shared = context is not None
         try:
-            self._context = await browser.new_context(
-                viewport={"width": self.width, "height": self.height},
-                is_mobile=self.mobile,
-                has_touch=self.mobile,
-                device_scale_factor=1,
-                service_workers="block",
-            )
-            await self._context.add_init_script(_NAV_MARKER_JS)
+            self._context = context if context is not None else await self.new_context(browser)
             self._page = await self._context.new_page()
             self._cdp = await self._context.new_cdp_session(self._page)
             self._page.on("load", self._on_load)
@@ -99,10 +109,11 @@ class PageDriver:
             raise BackendError(f"could not open a browser page: {exc}") from exc
 
     async def close(self) -> None:
-        """Closes the context (never raises)."""
-        if self._context is not None:
+        """Closes the context, or only the page in a shared one (never raises)."""
+        target = self._page if self._shared else self._context
+        if target is not None:
             try:
-                await asyncio.wait_for(self._context.close(), 5)
+                await asyncio.wait_for(target.close(), 5)
             except Exception:  # the browser may already be gone; nothing left to release then
                 pass
         self._context = self._page = self._cdp = None
@@ -155,12 +166,13 @@ class PageDriver:
         reloads ``url`` and the history is wiped (about 60 ms faster).
         """
         self._require()
-        if self.fresh_context:
+        if self.fresh_context and not self._shared:
             await self.close()
             await self.open(self._browser, url)  # type: ignore[arg-type]
             return
         try:
-            await self._context.clear_cookies()  # type: ignore[union-attr]
+            if not self._shared:  # a shared context's cookies are its other pages' too
+                await self._context.clear_cookies()  # type: ignore[union-attr]
             await self._goto(url)
             await self._cdp.send("Page.resetNavigationHistory")  # type: ignore[union-attr]
         except PlaywrightError as exc:

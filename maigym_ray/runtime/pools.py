@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from maigym_ray.config import EnvManagerConfig, RayConfig
+from maigym_ray.config import EnvManagerConfig, PoolConfig, RayConfig
 from maigym_ray.errors import ConfigError
 from maigym_ray.runtime.schema import TasksConfig
 from maigym_ray.runtime.topology import TopologyConfig
@@ -29,15 +29,27 @@ SUITE_BACKENDS: dict[str, tuple[str, str]] = {
     "osworld": ("desktop", "osworld"),
 }
 
+#: A suite's own reset, used where the pool has the mocked apps' default ("context": a fresh browser context a
+#: reset). MiniWoB++ pages restart their own episodes, as the suite's environment does; a fresh context each
+#: episode only costs time for pages that keep no cookies or storage. An explicit "reload" is kept.
+SUITE_RESETS: dict[str, str] = {"miniwob": "restart"}
+
 
 def env_for_pool(env: EnvManagerConfig, pool_spec: str) -> EnvManagerConfig:
-    """``env`` with the pools a suite's tasks need (see :data:`SUITE_BACKENDS`); other pools as they are."""
+    """``env`` with the pools a suite's tasks need (see :data:`SUITE_BACKENDS` and :data:`SUITE_RESETS`);
+    other pools as they are."""
     prefix = pool_spec.split(":", 1)[0] if ":" in pool_spec else ""
     if prefix not in SUITE_BACKENDS:
         return env
     base, kind = SUITE_BACKENDS[prefix]
-    pools = {n: replace(p, backend=kind) if p.backend == base else p for n, p in env.pools.items()}
+    pools = {n: _suite_pool(p, kind) if p.backend == base else p for n, p in env.pools.items()}
     return replace(env, pools=pools)
+
+
+def _suite_pool(pool: PoolConfig, kind: str) -> PoolConfig:
+    reset = SUITE_RESETS.get(kind)
+    web = replace(pool.web, reset=reset) if reset and pool.web.reset == "context" else pool.web
+    return replace(pool, backend=kind, web=web)
 
 
 def synthesis_stage(

@@ -4,7 +4,7 @@ score the pages instead of failing every episode)."""
 
 from __future__ import annotations
 
-from maigym_ray.config import EnvManagerConfig, PoolConfig
+from maigym_ray.config import EnvManagerConfig, PoolConfig, WebBackendConfig
 from maigym_ray.rollout import SuiteGoldenPolicy
 from maigym_ray.runtime.pools import env_for_pool
 from maigym_ray.suites.miniwob import miniwob_task
@@ -22,6 +22,15 @@ def test_suite_pool_spec_switches_matching_pools_only():
     ow = env_for_pool(env, "osworld:examples/osworld_tasks")
     assert ow.pools["desk"].backend == "osworld" and ow.pools["web"].backend == "web"
     assert env_for_pool(env, "builtin") is env and env_for_pool(env, "/data/pool.parquet") is env
+
+
+def test_miniwob_pools_take_the_suites_own_reset_unless_set_to_reload():
+    env = EnvManagerConfig(pools={"web": PoolConfig(target_size=2)})
+    assert env.pools["web"].web.reset == "context"
+    assert env_for_pool(env, "miniwob:click-button").pools["web"].web.reset == "restart"
+    assert env_for_pool(env, "builtin").pools["web"].web.reset == "context"
+    reload = EnvManagerConfig(pools={"web": PoolConfig(web=WebBackendConfig(reset="reload"))})
+    assert env_for_pool(reload, "miniwob:click-button").pools["web"].web.reset == "reload"
 
 
 async def test_golden_policy_plays_fixed_goldens_and_scripted_suites():

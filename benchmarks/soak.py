@@ -61,7 +61,7 @@ import ray
 
 from maigym_ray.runtime.ray_init import init_ray
 from maigym_ray.config import EnvManagerConfig, PolicyConfig, PoolConfig, RayConfig, WebBackendConfig
-from maigym_ray.envs.manager import EnvManager
+from maigym_ray.envs.manager import EnvManager, remote_class
 from maigym_ray.testing.drills import ROLLOUT_TASK
 from maigym_ray.rollout import outcome_counts, run_rollouts
 from maigym_ray.tasks.pool import TaskPool
@@ -347,8 +347,10 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
     await manager.start.remote(wait=True)
     replies = scripted_replies()
 
+    engine_class = remote_class(ScriptedEngine)  # one remote class: each ray.remote(cls) call is kept by Ray
+
     def new_engine(i: int) -> Any:
-        return ray.remote(ScriptedEngine).options(num_cpus=0).remote(replies, i, delay_s=0.05)
+        return engine_class.options(num_cpus=0).remote(replies, i, delay_s=0.05)
 
     engines = [new_engine(i) for i in range(2)]
     await asyncio.gather(*(e.start.remote() for e in engines))

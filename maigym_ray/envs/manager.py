@@ -14,6 +14,7 @@ Task errors (unknown task, bad verifier) are the caller's and leave the instance
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -53,6 +54,14 @@ def _default_node_options(node_id: str) -> dict[str, Any]:
         "max_concurrency": 1000,
         "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False),
     }
+
+
+@functools.cache
+def remote_class(cls: type) -> Any:
+    """``ray.remote(cls)``, built once per process. Ray keeps what every ``ray.remote(cls)`` call builds (a
+    wrapped subclass, its method metadata and tracing wrappers: ~18 KB that are never freed), so a manager that
+    called it for every env actor it started grew with every recycled, replaced or killed instance."""
+    return ray.remote(cls)
 
 
 def _kill_actor(handle: Any) -> None:
@@ -112,7 +121,7 @@ class EnvManager:
         if node is None:
             web = [p for p in self.cfg.pools.values() if p.backend in BROWSER_BACKENDS]
             node = (
-                ray.remote(NodeServices)
+                remote_class(NodeServices)
                 .options(**self._node_options(node_id))
                 .remote(
                     self.cfg.app_bind,
@@ -195,7 +204,7 @@ class EnvManager:
     async def _create(self, inst: Instance) -> None:
         pool = self.cfg.pools[inst.pool]
         handle = (
-            ray.remote(EnvActor)
+            remote_class(EnvActor)
             .options(**self._actor_options.get(inst.pool, _default_actor_options(pool)))
             .remote()
         )

@@ -30,9 +30,9 @@ total), ``rss_anon_slope_mb_per_min`` (anonymous RSS: heaps, without code and sh
 
 Settings the soak makes before Ray starts, each explained where it is set and reported under ``settings``:
 bounds on three of Ray's caches that a long job reaches anyway, Ray's idle-worker limit, two malloc arenas per
-process and Ray's metrics pipeline off. The rollout worker pool is started at its full size before the clock
-starts (``prestarted_workers``). ``--tracemalloc`` adds, for diagnosis, the top Python allocation growth of the
-EnvManager and NodeServices over the window.
+process and Ray's metrics pipeline off. The rollout worker pool is started at its full size, and each worker
+runs one episode of each policy, before the clock starts (``prestarted_workers``). ``--tracemalloc`` adds,
+for diagnosis, the top Python allocation growth of the EnvManager and NodeServices over the window.
 Falls back to the fake backend when Chromium is missing.
 """
 
@@ -63,7 +63,7 @@ from maigym_ray.runtime.ray_init import init_ray
 from maigym_ray.config import EnvManagerConfig, PolicyConfig, PoolConfig, RayConfig, WebBackendConfig
 from maigym_ray.envs.manager import EnvManager, remote_class
 from maigym_ray.testing.drills import ROLLOUT_TASK
-from maigym_ray.rollout import outcome_counts, run_rollouts
+from maigym_ray.rollout import outcome_counts, rollout_task, run_rollouts
 from maigym_ray.tasks.pool import TaskPool
 from maigym_ray.testing import ScriptedEngine, fake_task
 from maigym_ray.testing.drills import fake_manager_config, lost, scripted_policy, scripted_replies
@@ -242,19 +242,22 @@ class Chaos:
                 self.kills[kind] += 1
 
 
-def _hold(until: float) -> int:
-    time.sleep(max(0.0, until - time.time()))  # wall clock: the same in every worker process
+def _warm_worker(until: float, episodes: list[tuple[Any, ...]]) -> int:
+    time.sleep(max(0.0, until - time.time()))  # wall clock: every task holds its worker until all have one
+    for args in episodes:  # what a rollout worker builds on its first episodes: imports, tokenizer, handles
+        rollout_task(*args)
     return os.getpid()
 
 
-async def prestart_workers(n: int) -> int:
-    """Has Ray start ``n`` rollout workers now (``n`` rollout-shaped tasks at once), so that the worker pool is at
-    its full size before the measurement starts: left to itself Ray starts a worker whenever demand briefly
-    exceeds its idle ones, sometimes minutes into the run (a ~150 MB step in the middle of the slope's window).
-    Returns how many distinct worker processes ran them."""
-    remote = ray.remote(_hold).options(**ROLLOUT_TASK)
+async def prestart_workers(n: int, episodes: list[tuple[Any, ...]]) -> int:
+    """Has Ray start ``n`` rollout workers now and warms each with ``episodes`` (one of each policy), so that the
+    worker pool is at its full size and warm before the measurement starts. Left to itself Ray starts a worker
+    whenever demand briefly exceeds its idle ones, sometimes minutes into the run (a ~150 MB step in the
+    slope's window), and an idle worker that first runs a rollout late in the run grows ~18 MB as it imports
+    the rollout path and loads the tokenizer. Returns how many distinct worker processes ran them."""
+    remote = ray.remote(_warm_worker).options(**ROLLOUT_TASK)
     until = time.time() + 4.0 * n  # Ray starts workers a few at a time: every task waits for the last one
-    return len(set(await asyncio.gather(*(remote.remote(until) for _ in range(n)))))
+    return len(set(await asyncio.gather(*(remote.remote(until, episodes) for _ in range(n)))))
 
 
 def _tracemalloc_start(actor: Any) -> None:
@@ -354,7 +357,21 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
 
     engines = [new_engine(i) for i in range(2)]
     await asyncio.gather(*(e.start.remote() for e in engines))
-    prestarted = await prestart_workers(int(os.environ["RAY_num_workers_soft_limit"]))
+    policies = [PolicyConfig(kind="golden"), scripted_policy(generate_timeout_s=10.0)]
+    warm_episodes = [
+        (
+            manager,
+            tasks[0],
+            tasks[0].platforms[0],
+            p,
+            engines if p.kind == "engine" else None,
+            10.0,
+            False,
+            120.0,
+        )
+        for p in policies
+    ]
+    prestarted = await prestart_workers(int(os.environ["RAY_num_workers_soft_limit"]), warm_episodes)
     bringup_s = time.perf_counter() - t_up
     me = os.getpid()
     t0 = time.monotonic()
@@ -369,7 +386,6 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
     totals = dict.fromkeys(("success", "failure", "task_error", "infra_failed"), 0)
     attempted = lost_items = batches = 0
     fds_start, start_breakdown = 0, {}
-    policies = [PolicyConfig(kind="golden"), scripted_policy(generate_timeout_s=10.0)]
 
     async def replace_dead_engines() -> None:  # as a driver would, between batches
         for i, e in enumerate(engines):

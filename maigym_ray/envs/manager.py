@@ -14,6 +14,7 @@ Task errors (unknown task, bad verifier) are the caller's and leave the instance
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -54,6 +55,14 @@ def _default_node_options(node_id: str) -> dict[str, Any]:
         "max_concurrency": 1000,
         "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False),
     }
+
+
+@functools.cache
+def remote_class(cls: type) -> Any:
+    """``ray.remote(cls)``, built once per process. Ray keeps what every ``ray.remote(cls)`` call builds (a
+    wrapped subclass, its method metadata and tracing wrappers: ~18 KB that are never freed), so a manager that
+    called it for every env actor it started grew with every recycled, replaced or killed instance."""
+    return ray.remote(cls)
 
 
 def _kill_actor(handle: Any) -> None:
@@ -126,7 +135,7 @@ class EnvManager:
         if node is None:
             web = [p for p in self.cfg.pools.values() if p.backend in BROWSER_BACKENDS]
             node = (
-                ray.remote(NodeServices)
+                remote_class(NodeServices)
                 .options(**self._node_options(node_id))
                 .remote(
                     self.cfg.app_bind,
@@ -221,7 +230,7 @@ class EnvManager:
             opts = dict(self._actor_options.get(inst.pool, _default_actor_options(pool)))
             # each member serves what one env actor would (observe during a step, health checks)
             opts["max_concurrency"] = opts.get("max_concurrency", 8) * pool.instances_per_actor
-            group = _Group(ray.remote(EnvGroup).options(**opts).remote())
+            group = _Group(remote_class(EnvGroup).options(**opts).remote())
             groups.append(group)
         group.members.add(inst.id)
         group.started += 1
@@ -252,7 +261,7 @@ class EnvManager:
             handle: Any = GroupMember(process, inst.id)
         else:
             process = handle = (
-                ray.remote(EnvActor)
+                remote_class(EnvActor)
                 .options(**self._actor_options.get(inst.pool, _default_actor_options(pool)))
                 .remote()
             )

@@ -4,12 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+echo "[test] set-up took ${SECONDS} s"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 if [ $# -gt 0 ]; then
   exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
 fi
-.venv/bin/python -m pytest -q -p no:cacheprovider -m "not multinode"
+.venv/bin/python -m pytest -q -p no:cacheprovider -m "not multinode" --durations=25
 # A multi-node cluster replaces the test process's Ray connection (and the session's shared Ray actors with it):
 # those tests get a process of their own.
 echo "[test] multi-node tests (a loopback cluster of three nodes)"

@@ -43,28 +43,6 @@ def test_eval_golden_on_two_apps(tmp_path):
     assert list((tmp_path / "wandb").glob("offline-run-*")), "wandb offline run missing"
 
 
-def test_eval_on_a_synthesised_pool_reports_success_per_split(tmp_path):
-    # Five worlds of three templates: world 0 is held out (test), a parcel task is ood_app (a novel app).
-    proc = _run(
-        tmp_path,
-        "tasks.pool='synth:mail_send,x_mail_to_train,parcel_eta'",  # quoted: Hydra reads a bare comma as a sweep
-        "tasks.synth_worlds=5",
-        "concurrency=2",
-        "env.pools.web.target_size=2",
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    synth = json.loads((tmp_path / "pool" / "synth_report.json").read_text())
-    assert synth["tasks_validated"] == 15 and synth["by_split"] == {"train": 8, "test": 2, "ood_app": 5}
-    report = json.loads((tmp_path / "report.json").read_text())
-    assert report["by_split"] == {
-        "ood_app": {"success_rate": 1.0, "episodes": 5},
-        "test": {"success_rate": 1.0, "episodes": 2},
-        "train": {"success_rate": 1.0, "episodes": 8},
-    }
-    table = (tmp_path / "success_table.txt").read_text()
-    assert "ood_app" in table and "split" in table
-
-
 def test_eval_random_policy_scores_low_and_bad_config_fails_clearly(tmp_path):
     proc = _run(
         tmp_path,
@@ -160,27 +138,6 @@ def test_eval_with_the_real_engine_on_two_tasks(tmp_path):
     assert all(r["steps"] >= 1 for r in rows)  # a random-init model mostly writes unparsable actions
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["policy"] == "engine" and 0.0 < report["prefix_cache_hit_rate"] <= 1.0
-
-
-def test_eval_on_both_web_platforms_reports_each(tmp_path):
-    proc = _run(
-        tmp_path,
-        "backends=web_mix",
-        "tasks.apps=[ride]",
-        "tasks.limit=2",
-        "concurrency=2",
-        "env.pools.web.target_size=1",
-        "env.pools.mobile_web.target_size=1",
-        "wandb.mode=disabled",
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = pq.read_table(tmp_path / "results.parquet").to_pylist()
-    assert sorted((r["task_id"], r["platform"]) for r in rows) == sorted(
-        (t, p) for t in ("ride-economy-station", "ride-xl-airport") for p in ("mobile_web", "web")
-    )
-    assert all(r["success"] for r in rows)  # the golden solutions work with touch taps too
-    report = json.loads((tmp_path / "report.json").read_text())
-    assert report["by_platform"] == {"mobile_web": 1.0, "web": 1.0}
 
 
 def test_curriculum_goldens_and_demonstrations_solve_every_task_live(tmp_path):

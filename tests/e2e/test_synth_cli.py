@@ -53,7 +53,11 @@ def test_synth_eval_diagnose_loop(tmp_path):
         f"hydra.run.dir={tmp_path}/hydra-eval",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert set(json.loads((run / "report.json").read_text())["by_split"]) == {"train", "test", "ood_app"}
+    by_split = json.loads((run / "report.json").read_text())["by_split"]
+    assert set(by_split) == {"train", "test", "ood_app"}
+    assert {s: v["episodes"] for s, v in by_split.items()} == {"train": 6, "test": 6, "ood_app": 4}
+    table = (run / "success_table.txt").read_text()
+    assert "ood_app" in table and "split" in table
 
     proc = _cli(
         "diagnose",

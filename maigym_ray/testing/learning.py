@@ -77,6 +77,23 @@ def fake_pick_task(seed: int, buttons: int = 3, ids: str = "per_label", cite_id:
     )
 
 
+class CompactPromptBuilder(PromptBuilder):
+    """The harness's prompt with a system turn that lists only the two actions ``fake-pick`` needs.
+
+    The harness's system turn documents every web action (about 420 of a first step's 444 tokens); the tiny
+    model then needs about 200 SFT steps on 64 demos before its reply attends to the label that decides the
+    id, and it learns that step abruptly (held-out 0.21 after 140 steps, 0.85 after 200). With the compact
+    turn (about 60 tokens) it learns the label-to-id association several times sooner, and every update is
+    cheaper (docs/experiments/2026-12-02-learning-guard.md)."""
+
+    def system_text(self, task: TaskSpec, platform: str) -> str:
+        return (
+            'Elements are listed as [id] role "name".\n'
+            'Reply with one action: click(id="ID") or terminate(status="success").\n'
+            f"Task: {task.instruction}"
+        )
+
+
 class TorchEngine:
     """The engine's ``generate`` on a transformers model in this process (sampling with a KV cache)."""
 
@@ -142,6 +159,8 @@ class LearningConfig:
     buttons: int = 3
     ids: str = "per_label"
     cite_id: bool = False
+    #: "full" (the harness's system prompt, every web action) or "compact" (:class:`CompactPromptBuilder`).
+    prompt: str = "full"
     seed: int = 0
     # The breakages the CI test must catch: each one, set, must take the lift away.
     #: multiplies every advantage (-1: the broken sign).
@@ -168,7 +187,8 @@ class LearningRun:
         end = tok.token_to_id("<|im_end|>")
         self.end_ids = (end,)
         self.history = HistoryConfig()
-        self.builder = PromptBuilder(self.encode, PromptConfig(repeat_task=True))
+        builder = {"full": PromptBuilder, "compact": CompactPromptBuilder}[cfg.prompt]
+        self.builder = builder(self.encode, PromptConfig(repeat_task=True))
         model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
         self.trainer = TorchTrainer(
             model, TrainerConfig(lr=cfg.lr, kl_coef=cfg.kl_coef, aggregation="seq_mean_token_mean")
@@ -283,7 +303,17 @@ def run_learning(cfg: LearningConfig | None = None, **overrides: Any) -> dict[st
     """:class:`LearningRun` of ``cfg`` with ``overrides`` applied; runs whose SFT settings match an earlier
     run in this process start from its post-SFT weights."""
     cfg = replace(cfg or LearningConfig(), **overrides)
-    key = (cfg.sft_demos, cfg.sft_steps, cfg.sft_lr, cfg.heldout, cfg.buttons, cfg.ids, cfg.cite_id, cfg.seed)
+    key = (
+        cfg.sft_demos,
+        cfg.sft_steps,
+        cfg.sft_lr,
+        cfg.heldout,
+        cfg.buttons,
+        cfg.ids,
+        cfg.cite_id,
+        cfg.prompt,
+        cfg.seed,
+    )
     out = LearningRun(cfg).run(_STARTS.get(key))
     _STARTS[key] = out.pop("start")
     return out

@@ -118,3 +118,16 @@ def test_fake_pick_instances_verify_the_golden_click_only() -> None:
             )
             both = {"fake": {"clicked": [{"id": target}, {"id": other}]}}
             assert not run_verifier(t.verifier, both, None).success
+
+
+def test_the_compact_fake_pick_prompt_keeps_the_task_and_only_the_actions_the_family_needs() -> None:
+    from maigym_ray.harness.prompt import PromptBuilder
+    from maigym_ray.testing.learning import CompactPromptBuilder, fake_pick_task
+
+    t = fake_pick_task(3)
+    full = PromptBuilder(str.split).system_text(t, "web")
+    compact = CompactPromptBuilder(str.split).system_text(t, "web")
+    assert compact.endswith(f"Task: {t.instruction}")
+    assert "click(id=" in compact and "terminate(" in compact
+    assert "scroll(" in full and "scroll(" not in compact
+    assert len(compact) * 4 < len(full)

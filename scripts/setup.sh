@@ -24,9 +24,7 @@ echo "[setup 3/4] python packages"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "[setup] pip install -e .[cpu,dev,android,desktop,suites]  (first run takes a few minutes)"
   .venv/bin/python -m pip install -q --upgrade pip
-  # --no-compile: byte-compiling all ~28,000 installed modules (vLLM, torch, Ray, transformers' every model) is
-  # minutes of a fresh set-up; the few thousand the project imports compile on first import instead.
-  .venv/bin/python -m pip install -q --no-compile -e ".[cpu,dev,android,desktop,suites]"
+  .venv/bin/python -m pip install -q -e ".[cpu,dev,android,desktop,suites]"
   .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
   echo "$want" > "$stamp"
 fi

@@ -75,19 +75,25 @@ def _run_agent(tmp, extra: tuple[str, ...] = (), wm: bool = False):
         ],
         start_new_session=True,
     )
-    deadline = time.monotonic() + 30
-    while not (tmp / "port").exists():
-        assert proc.poll() is None and time.monotonic() < deadline, "the agent did not start"
-        time.sleep(0.05)
-    url = f"http://127.0.0.1:{(tmp / 'port').read_text()}"
-    yield {"url": url, "token": token, "home": tmp / "home", "tmp": tmp, "display": display}
-    proc.terminate()
-    proc.wait(10)
-    if openbox is not None:
-        openbox.terminate()
-        openbox.wait(10)
-    xvfb.terminate()
-    xvfb.wait(10)
+    try:
+        deadline = time.monotonic() + 30
+        while not (tmp / "port").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the agent did not start"
+            time.sleep(0.05)
+        url = f"http://127.0.0.1:{(tmp / 'port').read_text()}"
+        yield {"url": url, "token": token, "home": tmp / "home", "tmp": tmp, "display": display}
+    finally:
+        # Every process goes, even when one is slow to exit: a run left an Xvfb and an agent behind when the
+        # agent's wait timed out under load and the rest of this block never ran.
+        for p in (proc, openbox, xvfb):
+            if p is None:
+                continue
+            p.terminate()
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(10)
 
 
 def client(agent, token: str | None = None) -> AgentClient:

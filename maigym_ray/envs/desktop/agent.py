@@ -305,7 +305,8 @@ class Agent:
                 # xdotool sleeps --delay (default 100 ms) after every click, the last one too
                 repeat = ["--repeat", 2, "--delay", 40] if op == "double_click" else ["--delay", 0]
                 await self.xdotool("mousemove", x, y, "click", *repeat, a.get("button", 1))
-            await self._settle(before, expect=4 if op == "double_click" else 2)
+            # a press and a release per click; a bare move sends neither (the page does not count moves)
+            await self._settle(before, expect={"click": 2, "double_click": 4}.get(op, 0))
         elif op == "type":
             text = str(a.get("text", ""))
             targeted = "id" in a or "x" in a

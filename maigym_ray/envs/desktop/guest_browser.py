@@ -53,6 +53,11 @@ _SCROLL_SETTLED_JS = """new Promise(done => {
   requestAnimationFrame(tick);
 })"""
 
+#: How long :meth:`GuestBrowser.settle` waits for input of a known count (a click's press and release) to reach
+#: the page, and for input of unknown count to start arriving.
+EXPECTED_INPUT_WAIT_S = 5.0
+QUIET_INPUT_WAIT_S = 0.5
+
 #: Flags of the desktop Chromium (headful, kiosk). ``--test-type`` hides the "unsupported --no-sandbox" info
 #: bar, which would otherwise shift the page down. A single --disable-features (Chromium keeps the last one).
 CHROMIUM_DESKTOP_FLAGS: tuple[str, ...] = (
@@ -286,9 +291,14 @@ class GuestBrowser:
         """
         if before is None:
             return
+        # A click's events are known to come (the point is on the focused page), so wait for them as long as the
+        # machine needs: under load Chromium can take over 0.5 s to handle them, and returning early let the next
+        # action look for its element on the old page (a flaky desktop golden). Input of unknown count (typing,
+        # keys, scrolls) has only the quiet window to go by.
+        window = min(timeout_s, EXPECTED_INPUT_WAIT_S) if expect else QUIET_INPUT_WAIT_S
         t0 = time.monotonic()
         last = None
-        while time.monotonic() - t0 < 0.5:
+        while time.monotonic() - t0 < window:
             st = await self.probe()
             if st is None or st[1] != before[1] or st[2]:
                 await self.wait_loaded(before[1], timeout_s)  # a navigation started: wait for the new page

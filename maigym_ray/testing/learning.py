@@ -324,3 +324,23 @@ def run_learning(cfg: LearningConfig | None = None, **overrides: Any) -> dict[st
     out = LearningRun(cfg).run(_STARTS.get(key))
     _STARTS[key] = out.pop("start")
     return out
+
+
+def _run_arms(arms: list[dict[str, Any]], threads: int) -> list[dict[str, Any]]:
+    torch.set_num_threads(threads)
+    return [run_learning(LearningConfig(), **arm) for arm in arms]
+
+
+def run_learning_parallel(lanes: list[list[dict[str, Any]]], threads: int = 1) -> list[list[dict[str, Any]]]:
+    """Runs each lane (a list of ``run_learning`` overrides, in order) in its own process, the lanes side by
+    side; returns the results lane by lane. A lane's runs share its SFT (see :func:`run_learning`), and every
+    lane's SFT is the same computation, so runs of different lanes start from equal weights. The CI guard
+    runs its four RL arms in two lanes: on two cores that halves its wall time, and one torch thread a
+    process is what the settings were chosen at (docs/experiments/2026-12-02-learning-guard.md)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = multiprocessing.get_context("spawn")  # a forked torch can deadlock in its thread pools
+    with ProcessPoolExecutor(max_workers=len(lanes), mp_context=ctx) as pool:
+        futures = [pool.submit(_run_arms, lane, threads) for lane in lanes]
+        return [f.result() for f in futures]

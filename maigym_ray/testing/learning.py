@@ -1,4 +1,4 @@
-"""A learning check that runs in process in a minute: SFT then GRPO on a tiny task family over the FakeBackend.
+"""A learning check in process, about a minute a run: SFT then GRPO on a tiny task family over the FakeBackend.
 
 The main job (rl/driver.py) needs Ray, vLLM and Chromium, minutes to start and a quarter of an hour to show a
 lift; CI needs a guard that fails when learning breaks (a flipped advantage sign, a zero learning rate, a

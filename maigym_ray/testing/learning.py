@@ -1,4 +1,4 @@
-"""A learning check that runs in process in a minute: SFT then GRPO on a tiny task family over the FakeBackend.
+"""A learning check in process, about a minute a run: SFT then GRPO on a tiny task family over the FakeBackend.
 
 The main job (rl/driver.py) needs Ray, vLLM and Chromium, minutes to start and a quarter of an hour to show a
 lift; CI needs a guard that fails when learning breaks (a flipped advantage sign, a zero learning rate, a
@@ -143,24 +143,24 @@ class LearningConfig:
 
     #: fixed demonstrations (training instances 0..n-1) and SFT steps over them.
     sft_demos: int = 24
-    sft_steps: int = 100
+    sft_steps: int = 60
     sft_lr: float = 3e-3
     #: GRPO rounds, groups per round (each a fresh training instance), attempts per group.
-    rounds: int = 10
+    rounds: int = 25
     groups: int = 8
     group_size: int = 6
     lr: float = 5e-4
     kl_coef: float = 0.0
     #: passes over a round's sequences (the driver's ``grpo.epochs``).
-    epochs: int = 1
+    epochs: int = 4
     #: held-out instances (greedy evals).
-    heldout: int = 48
+    heldout: int = 96
     #: buttons on each screen, and how their ids are drawn (:func:`fake_pick_task`).
     buttons: int = 3
     ids: str = "per_label"
     cite_id: bool = False
     #: "full" (the harness's system prompt, every web action) or "compact" (:class:`CompactPromptBuilder`).
-    prompt: str = "full"
+    prompt: str = "compact"
     seed: int = 0
     # The breakages the CI test must catch: each one, set, must take the lift away.
     #: multiplies every advantage (-1: the broken sign).
@@ -240,8 +240,15 @@ class LearningRun:
             self.trainer.set_lr(self.cfg.sft_lr * lr_factor(step, self.cfg.sft_steps, 5, "cosine"))
             self.trainer.update(rng.sample(seqs, min(16, len(seqs))), objective="sft")
         self.trainer.set_lr(self.cfg.lr)
-        self.trainer.freeze_reference()
+        self._reference()
         self._sync()
+
+    def _reference(self) -> None:
+        # Only a KL term needs the reference: with kl_coef 0 the trainer would run a forward of it every
+        # update just to log the KL, a third of the RL phase's update time.
+        self.trainer.ref_model = None
+        if self.cfg.kl_coef:
+            self.trainer.freeze_reference()
 
     async def grpo_round(self, r: int) -> float:
         """One round on fresh training instances; returns the round's rollout success."""
@@ -281,7 +288,7 @@ class LearningRun:
             self.trainer.model.load_state_dict(start["weights"])
             self.trainer.opt.load_state_dict(copy.deepcopy(start["opt"]))
             self.trainer.set_lr(self.cfg.lr)
-            self.trainer.freeze_reference()
+            self._reference()
             self._sync()
         out: dict[str, Any] = {"before": start["before"], "sft": start["sft"]}
         out["rounds"] = [await self.grpo_round(r) for r in range(self.cfg.rounds)]
@@ -317,3 +324,23 @@ def run_learning(cfg: LearningConfig | None = None, **overrides: Any) -> dict[st
     out = LearningRun(cfg).run(_STARTS.get(key))
     _STARTS[key] = out.pop("start")
     return out
+
+
+def _run_arms(arms: list[dict[str, Any]], threads: int) -> list[dict[str, Any]]:
+    torch.set_num_threads(threads)
+    return [run_learning(LearningConfig(), **arm) for arm in arms]
+
+
+def run_learning_parallel(lanes: list[list[dict[str, Any]]], threads: int = 1) -> list[list[dict[str, Any]]]:
+    """Runs each lane (a list of ``run_learning`` overrides, in order) in its own process, the lanes side by
+    side; returns the results lane by lane. A lane's runs share its SFT (see :func:`run_learning`), and every
+    lane's SFT is the same computation, so runs of different lanes start from equal weights. The CI guard
+    runs its four RL arms in two lanes: on two cores that halves its wall time, and one torch thread a
+    process is what the settings were chosen at (docs/experiments/2026-12-02-learning-guard.md)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = multiprocessing.get_context("spawn")  # a forked torch can deadlock in its thread pools
+    with ProcessPoolExecutor(max_workers=len(lanes), mp_context=ctx) as pool:
+        futures = [pool.submit(_run_arms, lane, threads) for lane in lanes]
+        return [f.result() for f in futures]

@@ -9,7 +9,7 @@ of the tiny default models; a real model's own chat format can be given as a ``C
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from maigym_ray.actions import ACTIONS, PLATFORM_ACTIONS
 from maigym_ray.types import Observation, TaskSpec
@@ -106,10 +106,17 @@ class PromptConfig:
     #: restate the task at the end of every observation turn. Small models attend mostly to recent tokens,
     #: and with a long history the system prompt (which holds the task) drifts far back.
     repeat_task: bool = False
+    #: the actions the system turn documents, e.g. [click, terminate] (empty: every action of the platform).
+    #: Every web action's doc line is about 420 of a first step's 444 tokens; a tiny model trained on a pool that
+    #: needs two of them learns faster from a turn that lists those two. The parser still accepts every action.
+    actions: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.observation not in ("a11y", "screenshot", "both"):
             raise ValueError(f"observation={self.observation!r}: choose a11y, screenshot or both")
+        unknown = [a for a in self.actions if a not in ACTIONS]
+        if unknown:
+            raise ValueError(f"prompt.actions: {unknown} are not actions; choose from {', '.join(ACTIONS)}")
 
 
 class PromptBuilder:
@@ -129,6 +136,8 @@ class PromptBuilder:
     def system_text(self, task: TaskSpec, platform: str) -> str:
         """The system prompt: role, the platform's actions, the output format and the task."""
         allowed = PLATFORM_ACTIONS.get(platform, frozenset(ACTIONS))
+        if self.cfg.actions:
+            allowed = allowed & set(self.cfg.actions)
         docs = "\n".join(f"- {ACTION_DOCS[name]}" for name in ACTIONS if name in allowed)
         return (
             f"You operate a {platform.replace('_', ' ')} device to complete a task.\n"

@@ -48,6 +48,20 @@ def test_observation_turn_carries_error_text_and_image_placeholder():
 def test_bad_prompt_config():
     with pytest.raises(ValueError):
         PromptConfig(observation="video")
+    with pytest.raises(ValueError, match=r"tap.* are not actions"):
+        PromptConfig(actions=["click", "tap"])
+
+
+def test_prompt_lists_only_the_configured_actions():
+    full = PromptBuilder(char_encode).system_text(TASK, "web")
+    short = PromptBuilder(char_encode, PromptConfig(actions=["click", "terminate"])).system_text(TASK, "web")
+    assert "click(" in short and "terminate(" in short and "type(" not in short and "scroll(" not in short
+    assert len(short) < len(full) / 2 and short.endswith("Task: Archive Carol's email.")
+    # an action the platform does not have stays off the list
+    mobile = PromptBuilder(char_encode, PromptConfig(actions=["hotkey", "terminate"])).system_text(
+        TASK, "mobile_web"
+    )
+    assert "hotkey(" not in mobile and "terminate(" in mobile
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
 """Does RL learn? The main job's recipe over seeds, verifier-only RL on novel apps, and two toy ablations.
 
     python benchmarks/learning.py [--seeds N] [--quick] [--json out.json] [--only main,novel,ablations]
+                                  [--override KEY=VALUE ...]
 
 Each run is ``python -m maigym_ray.cli.train`` in a subprocess (its own Ray, engines, Chromium), read back from
 its ``report.json``:
@@ -12,6 +13,9 @@ its ``report.json``:
 - ablations, seed 0, the same budget: window-wise against step-wise history (update time per round and final
   held-out success), adaptive against uniform task sampling (zero-variance share and final held-out success).
   The window/adaptive arm is the main run of seed 0.
+
+``--override`` (repeatable) adds a Hydra override to every run, e.g. to measure a setting before it becomes the
+default; each run's ``command.txt`` records what it ran with.
 
 ``--quick`` shortens every run (fewer rounds, held-out episodes and SFT steps): a smoke run of the plumbing,
 not a measurement.
@@ -100,11 +104,14 @@ def main() -> int:
     ap.add_argument("--only", default="main,novel,ablations", help="comma list of main, novel, ablations")
     ap.add_argument("--workdir", default="", help="where the runs go (default: a temp dir)")
     ap.add_argument("--reuse", action="store_true", help="read back runs already finished in --workdir")
+    ap.add_argument(
+        "--override", action="append", default=[], help="a Hydra override for every run (repeatable)"
+    )
     args = ap.parse_args()
     global REUSE
     REUSE = args.reuse
     parts = set(args.only.split(","))
-    extra = QUICK if args.quick else []
+    extra = [*(QUICK if args.quick else []), *args.override]
     work = Path(args.workdir or tempfile.mkdtemp(prefix="learning-bench-"))
     # Parts left out (--only) stay in the JSON as nulls, so a reader sees they were not run.
     out: dict[str, Any] = {

@@ -31,6 +31,33 @@ def group_advantages(rewards: torch.Tensor, eps: float = 1e-6, normalize_std: bo
     return centered / (std + eps)
 
 
+def step_penalized(
+    rewards: torch.Tensor, steps: torch.Tensor, success: torch.Tensor, penalty: float
+) -> torch.Tensor:
+    """Rewards with ``penalty`` per step taken off the successful attempts only.
+
+    Among attempts that all succeed, the shorter one then scores higher, so GRPO prefers the short solution.
+    Failures keep their reward: a penalty on them would rank a failure that quits at once above one that tries,
+    and with std-normalised advantages even a one-step difference between failures becomes a full-size signal.
+
+    Args:
+        rewards: [B, G] verifier rewards.
+        steps: [B, G] steps each attempt took.
+        success: [B, G] bool, the verifier's verdicts.
+        penalty: taken off a success per step (>= 0; 0 returns ``rewards`` unchanged).
+    Returns:
+        [B, G] rewards.
+    """
+    if penalty < 0:
+        raise ValueError(f"step penalty must be >= 0, got {penalty}")
+    if rewards.shape != steps.shape or rewards.shape != success.shape:
+        raise ValueError(
+            f"rewards, steps and success must share a shape, got {tuple(rewards.shape)}, "
+            f"{tuple(steps.shape)} and {tuple(success.shape)}"
+        )
+    return rewards - penalty * steps.to(rewards.dtype) * success.to(rewards.dtype)
+
+
 def zero_variance_groups(rewards: torch.Tensor, tol: float = 1e-8) -> torch.Tensor:
     """[B] bool: groups whose G rewards are all equal (within ``tol``). Input [B, G]."""
     return (rewards.max(dim=1).values - rewards.min(dim=1).values) <= tol

@@ -33,7 +33,7 @@ from maigym_ray.config import EnvManagerConfig, PolicyConfig
 from maigym_ray.durable import atomic_write_text, check_sealed, seal
 from maigym_ray.harness.trajectory_store import write_all
 from maigym_ray.rates import fmt_rate, rate
-from maigym_ray.rl.advantages import group_advantages, zero_variance_groups
+from maigym_ray.rl.advantages import group_advantages, step_penalized, zero_variance_groups
 from maigym_ray.rl.packing import PackedSequence, pack
 from maigym_ray.rl.report import write_report
 from maigym_ray.rl.sampler import AdaptiveSampler, SamplerConfig
@@ -85,8 +85,16 @@ class GRPOConfig:
     epochs: int = 1
     #: std-normalised group advantages (GRPO); False = mean-only (Dr.GRPO).
     normalize_std: bool = True
+    #: taken off a successful episode's reward per step it took (failures keep theirs), so that among the
+    #: successes of a group the shorter scores higher (rl/advantages.py ``step_penalized``). Keep it under
+    #: ``1 / max_steps``: a success must always outscore a failure. The task sampler sees the unshaped reward.
+    step_penalty: float = 0.0
     #: keep a frozen copy of the post-SFT policy as the KL reference (its KL is logged even at kl_coef 0).
     reference_model: bool = True
+
+    def __post_init__(self) -> None:
+        if self.step_penalty < 0:
+            raise ValueError(f"grpo.step_penalty={self.step_penalty}: need >= 0")
 
 
 @dataclass
@@ -257,6 +265,12 @@ class Driver:
         for tid, trajs in groups.items():
             rewards = torch.tensor([t.reward.value for t in trajs], dtype=torch.float32)
             self.sampler.update(tid, rewards.tolist())
+            rewards = step_penalized(
+                rewards[None],
+                torch.tensor([[len(t.turns) for t in trajs]]),
+                torch.tensor([[t.reward.success for t in trajs]]),
+                self.cfg.grpo.step_penalty,
+            )[0]
             if len(trajs) < 2 or bool(zero_variance_groups(rewards[None])[0]):
                 zero_var += len(trajs)  # no GRPO gradient in this group
                 continue

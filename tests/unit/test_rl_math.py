@@ -7,7 +7,12 @@ import math
 import pytest
 import torch
 
-from maigym_ray.rl.advantages import group_advantages, zero_variance_groups, zero_variance_share
+from maigym_ray.rl.advantages import (
+    group_advantages,
+    step_penalized,
+    zero_variance_groups,
+    zero_variance_share,
+)
 from maigym_ray.rl.losses import clipped_policy_loss, k3_kl
 from maigym_ray.rl.trainer import TrainerConfig, _aggregate
 
@@ -26,6 +31,28 @@ def test_group_advantages_grpo_and_dr_grpo():
     assert torch.allclose(dr[2], torch.tensor([2.0, -1.0, -1.0, 0.0]))
     with pytest.raises(ValueError):
         group_advantages(torch.zeros(4))
+
+
+def test_step_penalty_ranks_successes_by_length_and_leaves_failures_alone():
+    rewards = torch.tensor([[1.0, 1.0, 0.0, 0.0]])
+    steps = torch.tensor([[3, 5, 1, 5]])
+    success = rewards > 0
+    shaped = step_penalized(rewards, steps, success, 0.02)
+    assert torch.allclose(shaped, torch.tensor([[0.94, 0.90, 0.0, 0.0]]))
+    assert torch.equal(step_penalized(rewards, steps, success, 0.0), rewards)
+    # two successes of different length now carry a gradient; two failures of different length still do not
+    both_won = step_penalized(
+        torch.ones(1, 2), torch.tensor([[3, 5]]), torch.ones(1, 2, dtype=torch.bool), 0.02
+    )
+    assert group_advantages(both_won)[0, 0] > 0 > group_advantages(both_won)[0, 1]
+    both_lost = step_penalized(
+        torch.zeros(1, 2), torch.tensor([[1, 5]]), torch.zeros(1, 2, dtype=torch.bool), 0.02
+    )
+    assert zero_variance_groups(both_lost).tolist() == [True]
+    with pytest.raises(ValueError):
+        step_penalized(rewards, steps, success, -0.1)
+    with pytest.raises(ValueError):
+        step_penalized(rewards, steps[:, :2], success, 0.02)
 
 
 def test_zero_variance_filtering():

@@ -12,8 +12,9 @@ class MaigymError(Exception):
     """Base class of every error raised by maigym_ray."""
 
 
-class ConfigError(MaigymError):
-    """A configuration value is unknown or invalid; the message lists the valid choices."""
+class ConfigError(MaigymError, ValueError):
+    """A configuration value is unknown or invalid; the message lists the valid choices. A ValueError too, so
+    code that validated configs before this class existed still catches it."""
 
 
 class TaskError(MaigymError):

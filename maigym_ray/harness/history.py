@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from maigym_ray.errors import ConfigError
+
 Strategy = Literal["window", "step"]
 
 
@@ -37,11 +39,11 @@ class HistoryConfig:
 
     def __post_init__(self) -> None:
         if self.strategy not in ("window", "step"):
-            raise ValueError(f"history strategy {self.strategy!r}: choose window or step")
+            raise ConfigError(f"history strategy {self.strategy!r}: choose window or step")
         if not 0 <= self.window_overlap < self.window_steps:
-            raise ValueError("need 0 <= window_overlap < window_steps")
+            raise ConfigError("need 0 <= window_overlap < window_steps")
         if self.last_k < 0:
-            raise ValueError("last_k must be >= 0")
+            raise ConfigError("last_k must be >= 0")
 
 
 def window_of(t: int, k: int, o: int) -> int:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from maigym_ray.actions import ACTIONS, PLATFORM_ACTIONS
+from maigym_ray.errors import ConfigError
 from maigym_ray.types import Observation, TaskSpec
 
 ACTION_DOCS: dict[str, str] = {
@@ -79,9 +80,9 @@ class ChatConfig:
     image: str = ""
 
     def build(self) -> ChatFormat:
-        """The ChatFormat this config names; ValueError on an unknown format or a turn without {text}."""
+        """The ChatFormat this config names; ConfigError on an unknown format or a turn without {text}."""
         if self.format not in CHAT_FORMATS:
-            raise ValueError(f"chat.format={self.format!r}: choose one of {', '.join(CHAT_FORMATS)}")
+            raise ConfigError(f"chat.format={self.format!r}: choose one of {', '.join(CHAT_FORMATS)}")
         base = CHAT_FORMATS[self.format]
         fmt = ChatFormat(
             system=self.system or base.system,
@@ -91,7 +92,7 @@ class ChatConfig:
         )
         for part in ("system", "user"):
             if "{text}" not in getattr(fmt, part):
-                raise ValueError(f"chat.{part} must contain {{text}} (where the turn's text goes)")
+                raise ConfigError(f"chat.{part} must contain {{text}} (where the turn's text goes)")
         return fmt
 
 
@@ -113,10 +114,10 @@ class PromptConfig:
 
     def __post_init__(self) -> None:
         if self.observation not in ("a11y", "screenshot", "both"):
-            raise ValueError(f"observation={self.observation!r}: choose a11y, screenshot or both")
+            raise ConfigError(f"observation={self.observation!r}: choose a11y, screenshot or both")
         unknown = [a for a in self.actions if a not in ACTIONS]
         if unknown:
-            raise ValueError(f"prompt.actions: {unknown} are not actions; choose from {', '.join(ACTIONS)}")
+            raise ConfigError(f"prompt.actions: {unknown} are not actions; choose from {', '.join(ACTIONS)}")
 
 
 class PromptBuilder:

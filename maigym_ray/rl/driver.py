@@ -31,6 +31,7 @@ from tqdm import tqdm
 
 from maigym_ray.config import EnvManagerConfig, PolicyConfig
 from maigym_ray.durable import atomic_write_text, check_sealed, seal
+from maigym_ray.errors import ConfigError
 from maigym_ray.harness.trajectory_store import write_all
 from maigym_ray.rates import fmt_rate, rate
 from maigym_ray.rl.advantages import group_advantages, step_penalized, zero_variance_groups
@@ -66,7 +67,7 @@ class SFTConfig:
 
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
-            raise ValueError(f"sft.schedule={self.schedule!r}: choose one of {SCHEDULES}")
+            raise ConfigError(f"sft.schedule={self.schedule!r}: choose one of {SCHEDULES}")
 
 
 @dataclass
@@ -94,7 +95,7 @@ class GRPOConfig:
 
     def __post_init__(self) -> None:
         if self.step_penalty < 0:
-            raise ValueError(f"grpo.step_penalty={self.step_penalty}: need >= 0")
+            raise ConfigError(f"grpo.step_penalty={self.step_penalty}: need >= 0")
 
 
 @dataclass

@@ -15,6 +15,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from maigym_ray.errors import ConfigError
+
 
 @dataclass
 class SamplerConfig:
@@ -40,7 +42,7 @@ class AdaptiveSampler:
     def __init__(self, task_ids: list[str], cfg: SamplerConfig | None = None, seed: int = 0) -> None:
         self.cfg = cfg or SamplerConfig()
         if self.cfg.mode not in ("adaptive", "uniform"):
-            raise ValueError(f"sampler mode {self.cfg.mode!r}: choose adaptive or uniform")
+            raise ConfigError(f"sampler mode {self.cfg.mode!r}: choose adaptive or uniform")
         self.task_ids = list(task_ids)
         self.rng = random.Random(seed)
         self.outcomes: dict[str, deque[int]] = {t: deque(maxlen=self.cfg.window) for t in self.task_ids}

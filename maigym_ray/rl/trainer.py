@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from maigym_ray.errors import ConfigError
 from maigym_ray.rl.losses import clipped_policy_loss, k3_kl
 from maigym_ray.rl.packing import PackedSequence, micro_batches
 
@@ -43,9 +44,9 @@ class TrainerConfig:
     old_logprobs: str = "sampled"
 
     def check(self) -> None:
-        """Raises ValueError on a setting the trainers cannot run."""
+        """Raises ConfigError on a setting the trainers cannot run."""
         if self.aggregation not in ("token_mean", "seq_mean_token_mean"):
-            raise ValueError(f"aggregation {self.aggregation!r}: choose token_mean or seq_mean_token_mean")
+            raise ConfigError(f"aggregation {self.aggregation!r}: choose token_mean or seq_mean_token_mean")
 
 
 def collate(seqs: list[PackedSequence], pad_id: int = 0) -> dict[str, torch.Tensor]:

@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from maigym_ray.errors import ConfigError
 from maigym_ray.harness.history import (
     HistoryConfig,
     context_steps,
@@ -99,9 +100,9 @@ def test_reusable_prefix_and_physical_limit_of_window_history():
 
 
 def test_bad_configs_are_rejected():
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigError):
         HistoryConfig("window", window_steps=3, window_overlap=3)
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigError):
         HistoryConfig("lastk")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from maigym_ray.actions import parse_action
-from maigym_ray.errors import ActionParseError
+from maigym_ray.errors import ActionParseError, ConfigError
 from maigym_ray.harness.model_policy import action_text
 from maigym_ray.harness.prompt import ACTION_DOCS, PromptBuilder, PromptConfig
 from maigym_ray.types import Action, Observation, TaskSpec
@@ -46,10 +46,13 @@ def test_observation_turn_carries_error_text_and_image_placeholder():
 
 
 def test_bad_prompt_config():
+    with pytest.raises(ConfigError):
+        PromptConfig(observation="video")
+    with pytest.raises(ConfigError, match=r"tap.* are not actions"):
+        PromptConfig(actions=["click", "tap"])
+    # ConfigError is a ValueError too, so callers that caught ValueError before still do
     with pytest.raises(ValueError):
         PromptConfig(observation="video")
-    with pytest.raises(ValueError, match=r"tap.* are not actions"):
-        PromptConfig(actions=["click", "tap"])
 
 
 def test_prompt_lists_only_the_configured_actions():

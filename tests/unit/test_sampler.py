@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from maigym_ray.errors import ConfigError
 from maigym_ray.rl.sampler import AdaptiveSampler, SamplerConfig
 
 pytestmark = pytest.mark.unit
@@ -43,5 +44,5 @@ def test_uniform_mode_and_state_round_trip():
     r.load_state_dict(state)
     assert r.success_rate("a") == 0.5 and r.category("b") == "unseen"
     assert r.plan(2) == s.plan(2)  # the RNG continues where it stopped
-    with pytest.raises(ValueError):
+    with pytest.raises(ConfigError):
         AdaptiveSampler(["a"], SamplerConfig(mode="greedy"))

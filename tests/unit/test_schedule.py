@@ -5,6 +5,7 @@ import math
 
 import pytest
 
+from maigym_ray.errors import ConfigError
 from maigym_ray.rl.driver import SFTConfig
 from maigym_ray.rl.schedule import lr_factor
 
@@ -31,5 +32,5 @@ def test_bad_schedule_and_step_are_errors() -> None:
         lr_factor(0, 10, kind="linear")
     with pytest.raises(ValueError, match="outside"):
         lr_factor(10, 10)
-    with pytest.raises(ValueError, match=r"sft\.schedule"):
+    with pytest.raises(ConfigError, match=r"sft\.schedule"):
         SFTConfig(schedule="step")

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from maigym_ray.config import EnvManagerConfig, PolicyConfig
+from maigym_ray.errors import ConfigError
 from maigym_ray.rl import driver as driver_module
 from maigym_ray.rl.driver import Driver, DriverConfig, GRPOConfig
 from maigym_ray.rl.sampler import SamplerConfig
@@ -86,5 +87,5 @@ def test_failures_of_different_length_still_carry_no_gradient(tmp_path, monkeypa
 
 
 def test_a_negative_step_penalty_is_refused():
-    with pytest.raises(ValueError, match="step_penalty"):
+    with pytest.raises(ConfigError, match="step_penalty"):
         GRPOConfig(step_penalty=-0.01)

@@ -58,6 +58,28 @@ def step_penalized(
     return rewards - penalty * steps.to(rewards.dtype) * success.to(rewards.dtype)
 
 
+def format_advantages(invalid: torch.Tensor, penalty: float) -> torch.Tensor:
+    """A small advantage term against malformed actions: ``penalty`` per unparsable step, centred in the group.
+
+    It is added to the verifier's advantages, not to the reward, so the group's std normalisation never scales
+    it up: in a group whose attempts all fail, a difference of one malformed step stays a ``penalty``-sized
+    nudge instead of a full-size signal, and in a group with successes the verifier's term dominates it.
+    Attempts with equally many malformed steps get 0, so it never ranks a quick failure above a long one.
+
+    Args:
+        invalid: [B, G] steps of each attempt whose action did not parse.
+        penalty: advantage per malformed step (>= 0; 0 gives zeros).
+    Returns:
+        [B, G] advantages with a zero mean in each group.
+    """
+    if penalty < 0:
+        raise ValueError(f"invalid-action penalty must be >= 0, got {penalty}")
+    if invalid.dim() != 2:
+        raise ValueError(f"invalid must be [B, G], got shape {tuple(invalid.shape)}")
+    counts = invalid.to(torch.float32)
+    return -penalty * (counts - counts.mean(dim=1, keepdim=True))
+
+
 def zero_variance_groups(rewards: torch.Tensor, tol: float = 1e-8) -> torch.Tensor:
     """[B] bool: groups whose G rewards are all equal (within ``tol``). Input [B, G]."""
     return (rewards.max(dim=1).values - rewards.min(dim=1).values) <= tol

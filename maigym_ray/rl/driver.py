@@ -34,7 +34,12 @@ from maigym_ray.durable import atomic_write_text, check_sealed, seal
 from maigym_ray.errors import ConfigError
 from maigym_ray.harness.trajectory_store import write_all
 from maigym_ray.rates import fmt_rate, rate
-from maigym_ray.rl.advantages import group_advantages, step_penalized, zero_variance_groups
+from maigym_ray.rl.advantages import (
+    format_advantages,
+    group_advantages,
+    step_penalized,
+    zero_variance_groups,
+)
 from maigym_ray.rl.packing import PackedSequence, pack
 from maigym_ray.rl.report import write_report
 from maigym_ray.rl.sampler import AdaptiveSampler, SamplerConfig
@@ -90,12 +95,18 @@ class GRPOConfig:
     #: successes of a group the shorter scores higher (rl/advantages.py ``step_penalized``). Keep it under
     #: ``1 / max_steps``: a success must always outscore a failure. The task sampler sees the unshaped reward.
     step_penalty: float = 0.0
+    #: advantage taken off per step whose action did not parse, centred in each group and added after the std
+    #: normalisation (rl/advantages.py ``format_advantages``): it steers towards well-formed actions without
+    #: outweighing the verifier. A group whose rewards are equal still trains when its malformed steps differ.
+    invalid_action_penalty: float = 0.0
     #: keep a frozen copy of the post-SFT policy as the KL reference (its KL is logged even at kl_coef 0).
     reference_model: bool = True
 
     def __post_init__(self) -> None:
         if self.step_penalty < 0:
             raise ConfigError(f"grpo.step_penalty={self.step_penalty}: need >= 0")
+        if self.invalid_action_penalty < 0:
+            raise ConfigError(f"grpo.invalid_action_penalty={self.invalid_action_penalty}: need >= 0")
 
 
 @dataclass
@@ -272,10 +283,16 @@ class Driver:
                 torch.tensor([[t.reward.success for t in trajs]]),
                 self.cfg.grpo.step_penalty,
             )[0]
-            if len(trajs) < 2 or bool(zero_variance_groups(rewards[None])[0]):
-                zero_var += len(trajs)  # no GRPO gradient in this group
+            if len(trajs) < 2:
+                zero_var += len(trajs)
                 continue
+            flat = bool(zero_variance_groups(rewards[None])[0])
+            zero_var += len(trajs) if flat else 0  # no verifier gradient in this group
             adv = group_advantages(rewards[None], normalize_std=self.cfg.grpo.normalize_std)[0]
+            invalid = torch.tensor([[sum(turn.action is None for turn in t.turns) for t in trajs]])
+            adv = adv + format_advantages(invalid, self.cfg.grpo.invalid_action_penalty)[0]
+            if not bool(adv.abs().gt(0).any()):
+                continue  # no gradient at all
             for t, a in zip(trajs, adv.tolist(), strict=True):
                 seqs.extend(pack(t, self.policy.history, a))
 

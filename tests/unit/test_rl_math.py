@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from maigym_ray.rl.advantages import (
+    format_advantages,
     group_advantages,
     step_penalized,
     zero_variance_groups,
@@ -53,6 +54,19 @@ def test_step_penalty_ranks_successes_by_length_and_leaves_failures_alone():
         step_penalized(rewards, steps, success, -0.1)
     with pytest.raises(ValueError):
         step_penalized(rewards, steps[:, :2], success, 0.02)
+
+
+def test_format_advantages_by_hand():
+    invalid = torch.tensor([[3, 0, 2, 0], [1, 1, 1, 1]])
+    adv = format_advantages(invalid, 0.1)
+    assert adv.shape == (2, 4)
+    assert torch.allclose(adv[0], torch.tensor([-0.175, 0.125, -0.075, 0.125]))
+    assert torch.equal(adv[1], torch.zeros(4))  # equally many malformed steps: no signal
+    assert torch.equal(format_advantages(invalid, 0.0), torch.zeros(2, 4))
+    with pytest.raises(ValueError):
+        format_advantages(invalid, -0.1)
+    with pytest.raises(ValueError):
+        format_advantages(invalid[0], 0.1)
 
 
 def test_zero_variance_filtering():

@@ -1,6 +1,11 @@
-"""``driver.grpo.step_penalty`` in the driver's GRPO round: among a group's successes the shorter gets the
-positive advantage; failures of different lengths still carry no gradient; the task sampler sees the verifier's
-reward, not the shaped one. The driver runs without Ray: rollouts, packing and the trainer are stand-ins."""
+"""Reward shaping in the driver's GRPO round.
+
+- ``driver.grpo.step_penalty``: among a group's successes the shorter gets the positive advantage; failures of
+  different lengths still carry no gradient; the task sampler sees the verifier's reward, not the shaped one.
+- ``driver.grpo.invalid_action_penalty``: an attempt with more malformed steps gets the lower advantage, by the
+  penalty and never more (it is not scaled up by the group's std), also in a group whose attempts all fail.
+
+The driver runs without Ray: rollouts, packing and the trainer are stand-ins."""
 
 from __future__ import annotations
 
@@ -34,17 +39,27 @@ class _Trainer:
         return self._send()
 
 
-def _traj(success: bool, steps: int) -> Any:
+def _traj(success: bool, steps: int, invalid: int = 0) -> Any:
+    """An episode of ``steps`` steps whose first ``invalid`` actions did not parse (``action`` None)."""
     return SimpleNamespace(
         reward=SimpleNamespace(value=float(success), success=success),
         infra_failed=False,
-        turns=tuple(range(steps)),
+        turns=tuple(SimpleNamespace(action=None if i < invalid else object()) for i in range(steps)),
     )
 
 
-def _round(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, penalty: float, outcomes: list[tuple[bool, int]]):
+def _round(
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    penalty: float,
+    outcomes: list[tuple[bool, int]] | list[tuple[bool, int, int]],
+    invalid_penalty: float = 0.0,
+):
+    grpo = GRPOConfig(
+        groups_per_round=1, updates_per_round=1, step_penalty=penalty, invalid_action_penalty=invalid_penalty
+    )
     d = Driver(
-        DriverConfig(grpo=GRPOConfig(groups_per_round=1, updates_per_round=1, step_penalty=penalty)),
+        DriverConfig(grpo=grpo),
         PolicyConfig(),
         TrainerConfig(),
         SamplerConfig(group_size=len(outcomes)),
@@ -89,3 +104,25 @@ def test_failures_of_different_length_still_carry_no_gradient(tmp_path, monkeypa
 def test_a_negative_step_penalty_is_refused():
     with pytest.raises(ConfigError, match="step_penalty"):
         GRPOConfig(step_penalty=-0.01)
+    with pytest.raises(ConfigError, match="invalid_action_penalty"):
+        GRPOConfig(invalid_action_penalty=-0.1)
+
+
+def test_failures_with_more_malformed_steps_get_the_lower_advantage_by_the_penalty(tmp_path, monkeypatch):
+    outcomes = [(False, 5, 3), (False, 3, 0), (False, 5, 2), (False, 3, 0)]
+    metrics, advantages, _ = _round(tmp_path, monkeypatch, 0.0, outcomes)
+    assert metrics["sequences"] == 0 and advantages == []  # off: an all-fail group carries no gradient
+    metrics, advantages, seen = _round(tmp_path, monkeypatch, 0.0, outcomes, invalid_penalty=0.1)
+    assert metrics["sequences"] == 4
+    assert metrics["zero_var_share"] == 1.0  # the verifier's rewards are still all equal
+    # centred counts (3, 0, 2, 0) - 1.25, times -0.1: not divided by the (zero) reward std
+    assert advantages == pytest.approx([-0.175, 0.125, -0.075, 0.125])
+    assert seen == [[0.0, 0.0, 0.0, 0.0]]
+
+
+def test_the_verifier_term_dominates_the_invalid_action_term(tmp_path, monkeypatch):
+    # a success with one malformed step still outranks a clean failure
+    outcomes = [(True, 4, 1), (False, 3, 0)]
+    _, advantages, _ = _round(tmp_path, monkeypatch, 0.0, outcomes, invalid_penalty=0.1)
+    assert advantages[0] == pytest.approx(1.0 - 0.05, abs=1e-4)
+    assert advantages[1] == pytest.approx(-1.0 + 0.05, abs=1e-4)

@@ -4,7 +4,8 @@ A GRPO group is G attempts of one task from the same initial state. Each attempt
 minus the group mean, divided by the group std (plus eps); Dr.GRPO drops the std division, which removes the
 bias towards groups whose rewards barely differ. A group whose rewards are all equal has zero advantage for
 every attempt and carries no policy gradient, so it is dropped before packing (and counted: the share of such
-groups is what the adaptive sampler drives down).
+groups is what the adaptive sampler drives down), unless ``format_advantages`` gives its attempts a term of their
+own (they differ in malformed steps).
 """
 
 from __future__ import annotations

@@ -105,7 +105,9 @@ def _driver(tmp_path: Any, colocated: bool, log: list[str]) -> Driver:
 
 def _traj(value: float) -> Any:
     return SimpleNamespace(
-        reward=SimpleNamespace(value=value, success=value > 0), infra_failed=False, turns=(None,) * 3
+        reward=SimpleNamespace(value=value, success=value > 0),
+        infra_failed=False,
+        turns=(SimpleNamespace(action=object()),) * 3,  # three well-formed steps
     )
 
 

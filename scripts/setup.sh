@@ -22,10 +22,11 @@ stamp=.venv/.maigym-stamp
 want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
 echo "[setup 3/4] python packages"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  # The packages take about 4.3 GB in .venv, plus pip's unpacking space: say so up front rather than let pip
-  # stop half-way with "No space left on device".
+  # A first install puts about 4.3 GB into .venv, plus pip's unpacking space: say so up front rather than let
+  # pip stop half-way with "No space left on device". An update of an installed .venv needs far less, so only a
+  # first install (no stamp yet) is held to it.
   free_kb=$(df -Pk . | awk 'NR==2 {print $4}')
-  if [ "${free_kb:-0}" -lt $((5 * 1024 * 1024)) ]; then
+  if [ ! -e "$stamp" ] && [ "${free_kb:-0}" -lt $((5 * 1024 * 1024)) ]; then
     echo "[setup] error: installing needs about 5 GB free under $PWD; only $((free_kb / 1024)) MB are free" >&2
     exit 1
   fi

@@ -14,7 +14,7 @@ from maigym_ray.harness.history import HistoryConfig
 from maigym_ray.harness.model_policy import ModelPolicy
 from maigym_ray.harness.policy import Decision, GoldenPolicy
 from maigym_ray.harness.prompt import PromptBuilder
-from maigym_ray.harness.scripted_engine import ScriptedEngine
+from maigym_ray.harness.replay_engine import ReplayEngine
 from maigym_ray.types import Observation, TaskSpec
 
 
@@ -31,7 +31,7 @@ class DemonstrationPolicy:
     ) -> None:
         self._tasks: dict[str, TaskSpec] = {}
         self._golden = GoldenPolicy()
-        engine = ScriptedEngine(self._script, encode, end_ids)
+        engine = ReplayEngine(self._script, encode, end_ids)
         self._inner = ModelPolicy(engine, builder, decode, history)
 
     def _script(self, episode_id: str, step: int) -> str:

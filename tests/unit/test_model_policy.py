@@ -8,7 +8,7 @@ from maigym_ray.harness.episode import run_episode
 from maigym_ray.harness.history import HistoryConfig, prompt_windows, window_of
 from maigym_ray.harness.model_policy import ModelPolicy, action_text
 from maigym_ray.harness.prompt import PromptBuilder
-from maigym_ray.harness.scripted_engine import ScriptedEngine
+from maigym_ray.harness.replay_engine import ReplayEngine
 from maigym_ray.harness.trajectory_store import load_trajectories, write_all
 from maigym_ray.types import Observation, Reward, StepResult, TaskSpec
 
@@ -65,7 +65,7 @@ def script(_episode: str, step: int) -> str:
 
 
 async def test_window_history_tokens_are_stored_and_extend_within_windows():
-    engine = ScriptedEngine(script, encode, end_ids=encode("<|im_end|>"))
+    engine = ReplayEngine(script, encode, end_ids=encode("<|im_end|>"))
     policy = ModelPolicy(engine, PromptBuilder(encode), decode, HistoryConfig("window", 10, 2))
     traj = await run_episode(CountingEnv(), TASK, policy)
     assert traj.reward.success and len(traj.turns) == 26
@@ -82,7 +82,7 @@ async def test_window_history_tokens_are_stored_and_extend_within_windows():
 
 
 async def test_step_wise_history_changes_prefix_every_step_past_k():
-    engine = ScriptedEngine(script, encode)
+    engine = ReplayEngine(script, encode)
     policy = ModelPolicy(engine, PromptBuilder(encode), decode, HistoryConfig("step", last_k=2))
     traj = await run_episode(CountingEnv(), TASK, policy)
     extends = [
@@ -95,7 +95,7 @@ async def test_step_wise_history_changes_prefix_every_step_past_k():
 
 @pytest.mark.parametrize("history", [HistoryConfig("window", 10, 2), HistoryConfig("step", last_k=2)])
 async def test_texts_are_stored_compactly_and_rebuild_the_prompt_the_engine_read(history, tmp_path):
-    engine = ScriptedEngine(script, encode, end_ids=encode("<|im_end|>"))
+    engine = ReplayEngine(script, encode, end_ids=encode("<|im_end|>"))
     traj = await run_episode(CountingEnv(), TASK, ModelPolicy(engine, PromptBuilder(encode), decode, history))
     write_all(tmp_path, [traj])
     (stored,) = load_trajectories(tmp_path)
@@ -125,7 +125,7 @@ def test_action_text_takes_the_last_action_line():
 async def test_context_overflow_ends_the_episode_and_scores_it():
     from maigym_ray.errors import ContextOverflowError
 
-    class SmallEngine(ScriptedEngine):
+    class SmallEngine(ReplayEngine):
         async def generate(self, prompt_ids, images, sampling, episode_id):
             if len(prompt_ids) > 1500:
                 raise ContextOverflowError("prompt too long")
@@ -153,7 +153,7 @@ async def test_prompt_text_is_the_decoded_prompt_with_a_real_tokenizer():
     def dec(ids: list[int]) -> str:
         return tok.decode(ids, skip_special_tokens=True)
 
-    engine = ScriptedEngine(script, enc, (tok.token_to_id("<|im_end|>"),))
+    engine = ReplayEngine(script, enc, (tok.token_to_id("<|im_end|>"),))
     policy = ModelPolicy(engine, PromptBuilder(enc), dec, HistoryConfig("window", 10, 2))
     turns = (await run_episode(CountingEnv(), TASK, policy)).turns
     windows = prompt_windows((u.prompt_text, u.prompt_continued, u.response_text) for u in turns)

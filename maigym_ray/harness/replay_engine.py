@@ -1,8 +1,8 @@
-"""ScriptedEngine: an Engine whose replies come from a script instead of a model.
+"""ReplayEngine: an Engine whose replies come from a script of text instead of a model.
 
-It ships in the package (like the other fakes) so the token-in / token-out path can be exercised, and the
-env + harness measured, without a model: it encodes each scripted reply with the real tokenizer and reports
-how many prompt tokens a perfect per-episode prefix cache would have served.
+The demonstration policy replays golden solutions through it, so SFT demos carry the same prompt ids and
+response framing as sampled episodes. It encodes each scripted reply with the real tokenizer and reports how many
+prompt tokens a perfect per-episode prefix cache would have served. (The Ray-actor stand-in with failures on demand is ``maigym_ray.testing.ScriptedEngine``.)
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from maigym_ray.generation import Generation, SamplingConfig
 from maigym_ray.harness.history import reusable_prefix
 
 
-class ScriptedEngine:
+class ReplayEngine:
     """Replies ``script(episode_id, step)``, encoded with ``encode`` and followed by ``end_ids``."""
 
     def __init__(

@@ -13,8 +13,8 @@ import time
 from typing import Any
 
 from maigym_ray.actions import check_supported, parse_action
-from maigym_ray.config import PoolConfig
 from maigym_ray.envs.backend import Backend
+from maigym_ray.envs.config import PoolConfig
 from maigym_ray.envs.registry import build_backend
 from maigym_ray.envs.remote import OwnedNode
 from maigym_ray.errors import ActionParseError, BackendError, TaskError, UnsupportedActionError

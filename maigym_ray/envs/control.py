@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from maigym_ray.config import PoolConfig
+from maigym_ray.envs.config import PoolConfig
 from maigym_ray.errors import ConfigError, EnvUnavailableError, LeaseError
 
 STATES = ("starting", "idle", "busy", "broken")

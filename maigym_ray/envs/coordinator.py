@@ -25,7 +25,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 
-from maigym_ray.config import PoolConfig, ShardingConfig, validate_sharding
+from maigym_ray.envs.config import PoolConfig, ShardingConfig, validate_sharding
 from maigym_ray.envs.control import ActorState, ControlPlane, Instance, Waiter, WaitQueue
 from maigym_ray.errors import ConfigError, EnvUnavailableError
 

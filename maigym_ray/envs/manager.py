@@ -22,8 +22,8 @@ from typing import Any
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
-from maigym_ray.config import BROWSER_BACKENDS, EnvManagerConfig, PoolConfig, validate_manager_config
 from maigym_ray.envs.actor import EnvActor
+from maigym_ray.envs.config import BROWSER_BACKENDS, EnvManagerConfig, PoolConfig, validate_manager_config
 from maigym_ray.envs.control import ControlPlane, Instance
 from maigym_ray.envs.group import RETIRE_AFTER, EnvGroup, GroupMember
 from maigym_ray.envs.metrics import LatencyHistogram

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 from maigym_ray.errors import ConfigError
 
 if TYPE_CHECKING:
-    from maigym_ray.config import PoolConfig
     from maigym_ray.envs.backend import Backend
+    from maigym_ray.envs.config import PoolConfig
 
 #: What a builder is: ``(pool, apps, app_bind, node) -> Backend``.
 BackendBuilder = Callable[["PoolConfig", list[str], str, Any], "Backend"]

@@ -21,8 +21,8 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from maigym_ray.config import FakeBackendConfig
 from maigym_ray.envs.backend import Backend
+from maigym_ray.envs.config import FakeBackendConfig
 from maigym_ray.errors import BackendError
 from maigym_ray.types import Action, Observation, TaskSpec
 

@@ -12,15 +12,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2] / "maigym_ray"
 
-#: For each package (or top-level module), the maigym_ray packages it must never import.
+#: For each package (or top-level module), the maigym_ray packages it must never import. The top-level
+#: ``config`` composes the harness's, the policy's and the envs' configs, so importing it from those layers (or
+#: below them) is an upward dependency: the envs' own schema lives in ``envs/config.py``.
 FORBIDDEN = {
     "rl": {"runtime", "cli"},
     "rollout": {"rl", "runtime", "cli"},
-    "harness": {"envs", "policy", "rollout", "rl", "runtime", "cli"},
-    "envs": {"harness", "policy", "rollout", "rl", "runtime", "cli"},
-    "policy": {"harness", "envs", "rollout", "rl", "runtime", "cli"},
-    "tasks": {"harness", "envs", "policy", "rollout", "rl", "runtime", "cli"},
-    "apps": {"tasks", "harness", "envs", "policy", "rollout", "rl", "runtime", "cli"},
+    "harness": {"envs", "policy", "rollout", "rl", "runtime", "cli", "config"},
+    "envs": {"harness", "policy", "rollout", "rl", "runtime", "cli", "config"},
+    "policy": {"harness", "envs", "rollout", "rl", "runtime", "cli", "config"},
+    "tasks": {"harness", "envs", "policy", "rollout", "rl", "runtime", "cli", "config"},
+    "apps": {"tasks", "harness", "envs", "policy", "rollout", "rl", "runtime", "cli", "config"},
     "actions": {"tasks", "apps", "harness", "envs", "policy", "rollout", "rl", "runtime", "cli", "config"},
     "generation": {"tasks", "apps", "harness", "envs", "policy", "rollout", "rl", "runtime", "cli", "config"},
     "types": {"tasks", "apps", "harness", "envs", "policy", "rollout", "rl", "runtime", "cli", "config"},

@@ -39,9 +39,9 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 from xml.etree import ElementTree
 
-from maigym_ray.config import AndroidBackendConfig
 from maigym_ray.envs.backend import Backend
 from maigym_ray.envs.backends.web import AppsHandle
+from maigym_ray.envs.config import AndroidBackendConfig
 from maigym_ray.errors import AppError, BackendError, TaskError
 from maigym_ray.types import Action, Element, Observation, TaskSpec
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from maigym_ray.config import DesktopBackendConfig
 from maigym_ray.envs.backend import Backend
 from maigym_ray.envs.backends.web import AppsHandle
+from maigym_ray.envs.config import DesktopBackendConfig
 from maigym_ray.envs.desktop.client import AgentClient
 from maigym_ray.envs.desktop.provider import DesktopProvider
 from maigym_ray.errors import AppError, BackendError, TaskError

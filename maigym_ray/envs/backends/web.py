@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from maigym_ray.config import WebBackendConfig
 from maigym_ray.envs.backend import Backend
+from maigym_ray.envs.config import WebBackendConfig
 from maigym_ray.errors import AppError, BackendError, TaskError
 from maigym_ray.types import Action, Element, Observation, TaskSpec
 

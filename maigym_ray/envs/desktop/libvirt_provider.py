@@ -36,7 +36,7 @@ from xml.sax.saxutils import escape
 
 import aiohttp
 
-from maigym_ray.config import LibvirtProviderConfig, check_choice
+from maigym_ray.envs.config import LibvirtProviderConfig, check_choice
 from maigym_ray.envs.desktop.provider import AgentEndpoint, DesktopProvider
 from maigym_ray.errors import BackendError, ConfigError
 

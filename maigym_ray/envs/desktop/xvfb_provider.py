@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from maigym_ray.config import DesktopBackendConfig
+from maigym_ray.envs.config import DesktopBackendConfig
 from maigym_ray.envs.desktop.client import AgentClient
 from maigym_ray.envs.desktop.guest_browser import die_with_parent
 from maigym_ray.envs.desktop.provider import AgentEndpoint, DesktopProvider

@@ -27,6 +27,7 @@ from maigym_ray.envs.config import (
     validate_sharding,
 )
 from maigym_ray.generation import SamplingConfig
+from maigym_ray.harness.action_space import ActionSpaceConfig
 from maigym_ray.harness.history import HistoryConfig
 from maigym_ray.harness.prompt import ChatConfig, PromptConfig
 from maigym_ray.policy.engine import EngineConfig
@@ -46,6 +47,8 @@ class PolicyConfig:
     prompt: PromptConfig = field(default_factory=PromptConfig)
     history: HistoryConfig = field(default_factory=HistoryConfig)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    #: what the model may sample: free text, or only the documented actions on the screen's element ids.
+    action_space: ActionSpaceConfig = field(default_factory=ActionSpaceConfig)
     #: engines of kind "engine" (one vLLM engine per actor).
     engine: EngineConfig = field(default_factory=EngineConfig)
     num_engines: int = 1

@@ -22,6 +22,9 @@ class SamplingConfig:
     #: per-request seed; None = unseeded. On vLLM CPU it is ignored (the engine seed applies): per-request
     #: seeds crash vLLM's CPU sampler in batches.
     seed: int | None = None
+    #: a regular expression every reply must match ("" = free text). The vLLM engine enforces it with its
+    #: structured outputs; the harness sets it per step from the action space (harness/action_space.py).
+    regex: str = ""
 
 
 @dataclass(frozen=True)

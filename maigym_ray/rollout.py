@@ -143,7 +143,12 @@ def make_policy(cfg: PolicyConfig, engines: list[Any] | None = None) -> PolicyCl
             api_key_from_env(cfg.openai_api_key_env),
         )
     return ModelPolicy(
-        engine, builder, lambda ids: tok.decode(ids, skip_special_tokens=True), cfg.history, cfg.sampling
+        engine,
+        builder,
+        lambda ids: tok.decode(ids, skip_special_tokens=True),
+        cfg.history,
+        cfg.sampling,
+        action_space=cfg.action_space,
     )
 
 

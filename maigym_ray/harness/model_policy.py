@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from maigym_ray.generation import Engine, SamplingConfig
+from maigym_ray.harness.action_space import ActionSpaceConfig, action_regex, visible_ids
 from maigym_ray.harness.history import HistoryConfig, prompt_ids, prompt_images, prompt_text
 from maigym_ray.harness.policy import Decision
 from maigym_ray.harness.prompt import PromptBuilder
@@ -41,7 +42,8 @@ def action_text(reply: str) -> str:
 
 
 class ModelPolicy:
-    """Builds prompts with ``builder`` and ``history``, asks ``engine``, decodes with ``decode``."""
+    """Builds prompts with ``builder`` and ``history``, asks ``engine``, decodes with ``decode``. With
+    ``action_space.visible_ids`` each step's sampling carries the regex of the actions allowed on that screen."""
 
     def __init__(
         self,
@@ -51,6 +53,7 @@ class ModelPolicy:
         history: HistoryConfig | None = None,
         sampling: SamplingConfig | None = None,
         max_episodes: int = 4096,
+        action_space: ActionSpaceConfig | None = None,
     ) -> None:
         self.engine = engine
         self.builder = builder
@@ -58,6 +61,7 @@ class ModelPolicy:
         self.history = history or HistoryConfig()
         self.sampling = sampling or SamplingConfig()
         self.max_episodes = max_episodes
+        self.action_space = action_space or ActionSpaceConfig()
         self._episodes: OrderedDict[str, _EpisodeTokens] = OrderedDict()
 
     async def act(
@@ -74,8 +78,14 @@ class ModelPolicy:
         ep.obs_text.append(obs_text)
         ep.images.append(self.builder.images(observation))
         ids = prompt_ids(ep.header, ep.obs, ep.responses, step, self.history)
+        sampling = self.sampling
+        if self.action_space.visible_ids:
+            actions = self.builder.allowed_actions(observation.platform)
+            sampling = replace(
+                sampling, regex=action_regex(actions, visible_ids(self.builder.shown_a11y(observation)))
+            )
         gen = await self.engine.generate(
-            ids, prompt_images(ep.images, step, self.history), self.sampling, episode_id
+            ids, prompt_images(ep.images, step, self.history), sampling, episode_id
         )
         ep.responses.append(list(gen.response_ids))
         reply = self.decode(list(gen.response_ids))

@@ -134,11 +134,22 @@ class PromptBuilder:
         self.cfg = cfg or PromptConfig()
         self.chat = chat or ChatFormat()
 
+    def allowed_actions(self, platform: str) -> frozenset[str]:
+        """The actions the system turn documents: the platform's, narrowed to ``cfg.actions`` when given."""
+        allowed = PLATFORM_ACTIONS.get(platform, frozenset(ACTIONS))
+        return allowed & set(self.cfg.actions) if self.cfg.actions else allowed
+
+    def shown_a11y(self, obs: Observation) -> str:
+        """The accessibility text an observation turn shows ("" when the turn shows only the screenshot)."""
+        if self.cfg.observation not in ("a11y", "both"):
+            return ""
+        if len(obs.a11y) <= self.cfg.max_a11y_chars:
+            return obs.a11y
+        return obs.a11y[: self.cfg.max_a11y_chars] + "\n..."
+
     def system_text(self, task: TaskSpec, platform: str) -> str:
         """The system prompt: role, the platform's actions, the output format and the task."""
-        allowed = PLATFORM_ACTIONS.get(platform, frozenset(ACTIONS))
-        if self.cfg.actions:
-            allowed = allowed & set(self.cfg.actions)
+        allowed = self.allowed_actions(platform)
         docs = "\n".join(f"- {ACTION_DOCS[name]}" for name in ACTIONS if name in allowed)
         return (
             f"You operate a {platform.replace('_', ' ')} device to complete a task.\n"
@@ -161,12 +172,7 @@ class PromptBuilder:
         if obs.last_action_error:
             lines.append(f"Your last action failed: {obs.last_action_error}")
         if self.cfg.observation in ("a11y", "both"):
-            text = (
-                obs.a11y
-                if len(obs.a11y) <= self.cfg.max_a11y_chars
-                else (obs.a11y[: self.cfg.max_a11y_chars] + "\n...")
-            )
-            lines.append(text)
+            lines.append(self.shown_a11y(obs))
         if self.cfg.observation in ("screenshot", "both"):
             lines.append(self.chat.image)
         if self.cfg.repeat_task and task is not None:

@@ -147,6 +147,7 @@ class EngineActor:
         """Samples a reply to ``prompt_ids`` (with ``images``); returns ids, logprobs and cached-token count."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import StructuredOutputsParams
         from vllm.v1.engine.exceptions import EngineDeadError
 
         self._awake("generate")
@@ -162,6 +163,8 @@ class EngineActor:
             seed=None if self._cpu else sampling.seed,
             logprobs=0,
             detokenize=False,
+            # The logprobs stay the raw model's (vLLM's default logprobs_mode), as the trainer computes them.
+            structured_outputs=StructuredOutputsParams(regex=sampling.regex) if sampling.regex else None,
         )
         prompt: dict[str, Any] = {"prompt_token_ids": list(prompt_ids)}
         if images:

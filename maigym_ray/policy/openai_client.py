@@ -3,7 +3,8 @@
 Eval can then run an externally served model through the same harness. The prompt goes as token ids (vLLM's
 and most compatible servers accept a list of ints as ``prompt``), built by the same prompt builder and history;
 the reply text is encoded back with the local tokenizer, so its ids are a re-tokenisation: fine for eval, and
-the reason RL uses the engine actors instead. Images need a chat endpoint and are refused here.
+the reason RL uses the engine actors instead. Images need a chat endpoint and are refused here. A constrained
+action space (``SamplingConfig.regex``) goes as vLLM's ``structured_outputs`` request field.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ class OpenAIEngine:
         }
         if sampling.seed is not None:
             body["seed"] = sampling.seed
+        if sampling.regex:  # vLLM's server field; a server without structured outputs answers an error
+            body["structured_outputs"] = {"regex": sampling.regex}
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         try:
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=self.timeout_s)) as s:

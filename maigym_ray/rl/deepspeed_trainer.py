@@ -41,7 +41,7 @@ from typing import Any
 import torch
 
 from maigym_ray.rl.packing import PackedSequence, micro_batches
-from maigym_ray.rl.trainer import TrainerConfig, collate, loss_counts, micro_batch_loss
+from maigym_ray.rl.trainer import TrainerConfig, collate, loss_counts, micro_batch_loss, sequence_logprobs
 
 #: the padding micro-batch (see the module docstring): its loss mask is empty, so it adds a zero gradient.
 _EMPTY = PackedSequence((0, 0), (0, 0), (0.0, 0.0), 0.0, "", ())
@@ -98,6 +98,12 @@ class DeepSpeedTrainer:
         t = torch.tensor(values, dtype=torch.float64, device=self.engine.device)
         torch.distributed.all_reduce(t, op=op or torch.distributed.ReduceOp.SUM)
         return t.tolist()
+
+    def logprobs(self, seqs: list[PackedSequence]) -> list[PackedSequence]:
+        """This rank's ``seqs`` with the current weights' logprobs as old logprobs (ZeRO-1/2 keep the whole
+        model on every rank, so no collective is needed)."""
+        self.engine.eval()
+        return sequence_logprobs(self.engine, seqs, self.cfg.token_budget)
 
     def set_lr(self, lr: float) -> None:
         """Sets the optimizer's learning rate (the SFT warm-up and RL use different ones)."""

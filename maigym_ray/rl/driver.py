@@ -393,6 +393,8 @@ class Driver:
         """``epochs`` passes of ``updates_per_round`` optimizer steps over mini-batches of whole episodes;
         stats averaged over the steps (tokens and seconds summed)."""
         assert self.trainer is not None
+        if self.trainer_cfg.old_logprobs == "round":
+            seqs = self.trainer.logprobs(seqs)  # before any pass moves the weights that sampled the round
         episodes = sorted({s.episode_id for s in seqs})
         n = max(1, min(self.cfg.grpo.updates_per_round, len(episodes)))
         parts = [set(episodes[i::n]) for i in range(n)]

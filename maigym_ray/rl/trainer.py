@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,8 @@ import torch
 from maigym_ray.errors import ConfigError
 from maigym_ray.rl.losses import clipped_policy_loss, k3_kl
 from maigym_ray.rl.packing import PackedSequence, micro_batches
+
+OLD_LOGPROBS = ("sampled", "recompute", "round")
 
 
 @dataclass
@@ -40,13 +42,19 @@ class TrainerConfig:
     token_budget: int = 16384
     #: gradient-norm clip (0 = off).
     grad_clip: float = 1.0
-    #: "sampled" (the engine's logprobs) or "recompute" (a no-grad forward of the current weights first).
+    #: the logprobs the clipped ratio divides by: "sampled" (the engine's), "recompute" (a no-grad forward of
+    #: the current weights before every micro-batch: the ratio is then 1 at every step) or "round" (the driver
+    #: recomputes them once per round with the weights that sampled it, before the first pass). "round" is for
+    #: engines whose logprobs are not the model's own: constrained decoding returns the logprobs of the masked
+    #: distribution (policy.action_space), which the trainer's full softmax would never match.
     old_logprobs: str = "sampled"
 
     def check(self) -> None:
         """Raises ConfigError on a setting the trainers cannot run."""
         if self.aggregation not in ("token_mean", "seq_mean_token_mean"):
             raise ConfigError(f"aggregation {self.aggregation!r}: choose token_mean or seq_mean_token_mean")
+        if self.old_logprobs not in OLD_LOGPROBS:
+            raise ConfigError(f"old_logprobs {self.old_logprobs!r}: choose one of {', '.join(OLD_LOGPROBS)}")
 
 
 def collate(seqs: list[PackedSequence], pad_id: int = 0) -> dict[str, torch.Tensor]:
@@ -95,6 +103,39 @@ def token_logprobs(
     picked = torch.log_softmax(logits, dim=-1).gather(-1, input_ids[:, 1:][sel].unsqueeze(-1)).squeeze(-1)
     out = torch.zeros(mask.shape, dtype=picked.dtype, device=picked.device)
     return out.masked_scatter(sel, picked)
+
+
+#: A sampled logprob at least this high means the engine had no choice: under a constrained action space the
+#: grammar allowed that token alone (vLLM returns the masked distribution's logprob, exactly 0 there).
+FORCED_LOGPROB = -1e-6
+
+
+def sequence_logprobs(model: Any, seqs: list[PackedSequence], token_budget: int) -> list[PackedSequence]:
+    """``seqs`` re-based on ``model`` for ``old_logprobs: round``: ``old_logprobs`` [L] become ``model``'s own
+    on the trained tokens (0 elsewhere), from one no-grad pass under ``token_budget`` tokens per micro-batch.
+
+    Tokens the engine sampled with no choice (logprob >= FORCED_LOGPROB: the ``"`` after ``click(id=``, the
+    end of turn after a complete action) leave the loss mask. The constrained policy's gradient there is zero,
+    while the model's own logprob of such a token can be tiny, and its ratio then swings far past the clip range
+    after one step (a negative advantage's clipped loss is unbounded in the ratio).
+    """
+    device = next(getattr(model, "module", model).parameters()).device
+    out: dict[int, PackedSequence] = {}
+    index = {id(s): i for i, s in enumerate(seqs)}
+    with torch.no_grad():
+        for mb in micro_batches(seqs, token_budget):
+            batch = {k: v.to(device) for k, v in collate(mb).items()}
+            logp = token_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["loss_mask"])
+            for row, s in zip(logp.cpu(), mb, strict=True):
+                # row[j] is the logprob of token j + 1; a sequence's fields are indexed by token
+                own = (0.0, *row[: len(s) - 1].tolist())
+                mask = tuple(
+                    int(m and old < FORCED_LOGPROB)
+                    for m, old in zip(s.loss_mask, s.old_logprobs, strict=True)
+                )
+                old = tuple(float(v) if m else 0.0 for v, m in zip(own, mask, strict=True))
+                out[index[id(s)]] = replace(s, loss_mask=mask, old_logprobs=old)
+    return [out[i] for i in range(len(seqs))]
 
 
 def loss_counts(seqs: list[PackedSequence]) -> tuple[float, float]:
@@ -222,6 +263,11 @@ class TorchTrainer:
             "tokens": float(sum(len(s) for s in seqs)),
             "update_s": time.perf_counter() - t0,
         }
+
+    def logprobs(self, seqs: list[PackedSequence]) -> list[PackedSequence]:
+        """``seqs`` with the current weights' logprobs as their old logprobs (see :func:`sequence_logprobs`)."""
+        self.model.eval()
+        return sequence_logprobs(self.model, seqs, self.cfg.token_budget)
 
     def weights(self) -> list[tuple[str, torch.Tensor]]:
         """The tensors an engine reloads: the full state dict, tied weights under both names (vLLM's in-place

@@ -105,6 +105,10 @@ class TrainerRank:
         """This rank's share of one optimizer step (every rank must call it)."""
         return self.trainer.update(seqs, objective)
 
+    def logprobs(self, seqs: list[PackedSequence]) -> list[PackedSequence]:
+        """``seqs`` with this rank's current logprobs as old logprobs."""
+        return self.trainer.logprobs(seqs)
+
     def set_lr(self, lr: float) -> None:
         """Sets the learning rate."""
         self.trainer.set_lr(lr)
@@ -218,6 +222,18 @@ class TrainerGroup:
             ]
         )
         return stats[0]  # the ranks report the stats of the whole batch
+
+    def logprobs(self, seqs: list[PackedSequence]) -> list[PackedSequence]:
+        """``seqs``, in order, with the current weights' logprobs as old logprobs (``old_logprobs: round``),
+        the episodes dealt to the ranks as in :meth:`update`."""
+        import ray
+
+        episodes = sorted({s.episode_id for s in seqs})
+        rank_of = {e: i % len(self.ranks) for i, e in enumerate(episodes)}
+        shares = [[s for s in seqs if rank_of[s.episode_id] == r] for r in range(len(self.ranks))]
+        done = ray.get([w.logprobs.remote(share) for w, share in zip(self.ranks, shares, strict=True)])
+        back = {r: iter(d) for r, d in enumerate(done)}
+        return [next(back[rank_of[s.episode_id]]) for s in seqs]
 
     def set_lr(self, lr: float) -> None:
         """Sets every rank's learning rate."""

@@ -243,3 +243,71 @@ async def test_broadcast_over_the_weight_group_matches_the_trainer(text_engine, 
     lp = torch.log_softmax(logits, -1)
     trainer_lp = [lp[len(ids) - 1 + i, tok].item() for i, tok in enumerate(after.response_ids)]
     assert all(abs(a - b) < 1e-3 for a, b in zip(trainer_lp, after.logprobs, strict=True))
+
+
+@pytest.mark.numeric
+async def test_a_constrained_reply_matches_the_regex_and_its_logprobs_are_the_masked_ones(text_engine):
+    """Structured outputs: every sampled reply of the untrained model is one of the allowed actions. The
+    logprobs vLLM returns are the constrained distribution's (the grammar masks the logits before its sampler
+    computes them): never below the model's own, 0 where the grammar allowed one token. This is why a run with
+    ``policy.action_space.visible_ids`` needs ``trainer.old_logprobs=round``."""
+    import re
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from maigym_ray.actions import parse_action
+    from maigym_ray.harness.action_space import action_regex
+
+    engine, _ = text_engine
+    tok = load_tokenizer(resolve_model("tiny-text"))
+    ids = prompt(96)
+    regex = action_regex(["click", "terminate"], ["msg-m13", "msg-m4", "home"])
+    free = SamplingConfig(temperature=1.0, max_tokens=24)
+    constrained = dataclasses.replace(free, regex=regex)
+    outs = await asyncio.gather(*(engine.generate.remote(ids, [], constrained, f"c-{i}") for i in range(8)))
+    replies = [tok.decode(list(o.response_ids), skip_special_tokens=True) for o in outs]
+    assert all(re.fullmatch(regex, r) for r in replies), replies
+    assert {parse_action(r).name for r in replies} <= {"click", "terminate"}
+    unconstrained = await asyncio.gather(*(engine.generate.remote(ids, [], free, f"f-{i}") for i in range(8)))
+    assert not any(re.fullmatch(regex, tok.decode(list(o.response_ids))) for o in unconstrained)
+
+    model = AutoModelForCausalLM.from_pretrained(resolve_model("tiny-text"), torch_dtype=torch.float32)
+    forced = 0
+    for out in outs:
+        with torch.no_grad():
+            logits = model(torch.tensor([ids + list(out.response_ids)])).logits[0].float()
+        lp = torch.log_softmax(logits, -1)
+        raw = [lp[len(ids) - 1 + i, t].item() for i, t in enumerate(out.response_ids)]
+        assert all(m >= r - 1e-3 for r, m in zip(raw, out.logprobs, strict=True))
+        forced += sum(m == 0.0 and r < -1.0 for r, m in zip(raw, out.logprobs, strict=True))
+    assert forced > 0  # e.g. the '"' after 'click(id=': the only token the grammar allows there
+
+
+async def test_an_episode_with_visible_ids_only_never_clicks_an_id_off_the_screen(text_engine, ray_local):
+    """The harness's action space (policy.action_space.visible_ids) on a real page: every step of the untrained
+    model is a documented action, and every click names an id of that step's screen."""
+    from maigym_ray.actions import parse_action
+    from maigym_ray.harness.action_space import ActionSpaceConfig, visible_ids
+
+    engine, cfg = text_engine
+    task = dataclasses.replace(TaskPool.builtin().get("mail-archive-invoice"), max_steps=6)
+    manager = await one_web_env(ray_local, task)
+    policy = PolicyConfig(
+        kind="engine",
+        engine=cfg,
+        prompt=PromptConfig(actions=["click", "terminate"]),
+        sampling=SamplingConfig(temperature=1.0, max_tokens=24),
+        action_space=ActionSpaceConfig(visible_ids=True),
+    )
+    try:
+        traj = await rollout(manager, task, "web", policy, [engine])
+    finally:
+        await manager.shutdown.remote()
+    assert not traj.infra_failed and traj.turns
+    for turn in traj.turns:
+        action = parse_action(turn.action_text)
+        assert action.name in ("click", "terminate"), turn.action_text
+        if action.name == "click":
+            assert action.args["id"] in visible_ids(turn.a11y), (turn.action_text, turn.a11y)
+        assert not turn.parse_error, turn.parse_error

@@ -351,6 +351,14 @@ def test_the_drivers_deepspeed_strategy_matches_torch(ray_local, tmp_path):
     pl = Placement(topo)
     group = TrainerGroup(str(tmp_path / "model"), CFG, "deepspeed", 2, [pl.trainer_rank(r) for r in range(2)])
     reference = TorchTrainer(copy.deepcopy(model), CFG)
+    # trainer.old_logprobs=round: the ranks' recomputed logprobs come back in the batch's order, as one trainer's
+    recomputed = group.logprobs(seqs)
+    assert [s.input_ids for s in recomputed] == [s.input_ids for s in seqs]
+    for got_seq, want_seq in zip(recomputed, reference.logprobs(seqs), strict=True):
+        assert got_seq.loss_mask == want_seq.loss_mask
+        assert (
+            max(abs(a - b) for a, b in zip(got_seq.old_logprobs, want_seq.old_logprobs, strict=True)) < 1e-5
+        )
     want, grads = recorded_update(reference, seqs)
     got = group.update(seqs)
     assert abs(got["loss"] - want["loss"]) < 1e-5 and got["tokens"] == want["tokens"]

@@ -7,7 +7,7 @@ import pytest
 from maigym_ray.harness.episode import run_episode
 from maigym_ray.harness.history import HistoryConfig, prompt_windows, window_of
 from maigym_ray.harness.model_policy import ModelPolicy, action_text
-from maigym_ray.harness.prompt import PromptBuilder
+from maigym_ray.harness.prompt import PromptBuilder, PromptConfig
 from maigym_ray.harness.replay_engine import ReplayEngine
 from maigym_ray.harness.trajectory_store import load_trajectories, write_all
 from maigym_ray.types import Observation, Reward, StepResult, TaskSpec
@@ -160,3 +160,36 @@ async def test_prompt_text_is_the_decoded_prompt_with_a_real_tokenizer():
     for u, w in zip(turns, windows, strict=True):
         raw = tok.decode(list(u.prompt_ids), skip_special_tokens=False)
         assert raw.replace("<|im_end|><|im_start|>user", "<|im_start|>user") == w
+
+
+async def test_visible_ids_action_space_sends_each_screen_s_regex():
+    """``action_space.visible_ids``: every step's request carries the regex of that step's screen (its one
+    element ``b<step>``); without it, requests carry none."""
+    import re
+
+    from maigym_ray.harness.action_space import ActionSpaceConfig
+
+    class Recording(ReplayEngine):
+        def __init__(self) -> None:
+            super().__init__(
+                lambda _e, step: f'click(id="b{step}")' if step < 2 else 'answer(text="42")', encode
+            )
+            self.regexes: list[str] = []
+
+        async def generate(self, prompt_ids, images, sampling, episode_id):
+            self.regexes.append(sampling.regex)
+            return await super().generate(prompt_ids, images, sampling, episode_id)
+
+    builder = PromptBuilder(encode, PromptConfig(actions=["click", "answer"]))
+    engine = Recording()
+    policy = ModelPolicy(engine, builder, decode, action_space=ActionSpaceConfig(visible_ids=True))
+    traj = await run_episode(CountingEnv(), TASK, policy)
+    assert traj.reward.success and len(engine.regexes) == 3
+    for step, regex in enumerate(engine.regexes):
+        assert re.fullmatch(regex, f'click(id="b{step}")') and re.fullmatch(regex, 'answer(text="42")')
+        assert not re.fullmatch(regex, f'click(id="b{step + 1}")') and not re.fullmatch(
+            regex, "navigate_back()"
+        )
+    free = Recording()
+    await run_episode(CountingEnv(), TASK, ModelPolicy(free, builder, decode))
+    assert free.regexes == ["", "", ""]

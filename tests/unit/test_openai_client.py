@@ -58,6 +58,9 @@ async def test_completion_with_token_prompt(server):
     body = seen[0]["body"]
     assert body["prompt"] == [1, 2, 3] and body["max_tokens"] == 7 and body["seed"] == 3
     assert body["temperature"] == 0.5 and seen[0]["auth"] == "Bearer k"
+    assert "structured_outputs" not in body  # free text unless the action space constrains it
+    await engine.generate([1], [], SamplingConfig(regex='click\\(id="a"\\)'), "ep2")
+    assert seen[1]["body"]["structured_outputs"] == {"regex": 'click\\(id="a"\\)'}
 
 
 async def test_server_errors_are_infra_errors_and_images_are_refused(server):

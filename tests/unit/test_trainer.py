@@ -8,6 +8,7 @@ import random
 import pytest
 import torch
 
+from maigym_ray.errors import ConfigError
 from maigym_ray.harness.history import HistoryConfig, prompt_ids
 from maigym_ray.rl.packing import pack_step, pack_window
 from maigym_ray.rl.trainer import TorchTrainer, TrainerConfig, collate, token_logprobs
@@ -102,3 +103,37 @@ def test_masked_token_logprobs_equal_the_full_forward_on_the_mask(model) -> None
     (fast * b["loss_mask"]).sum().backward()
     for a, g in zip(g_full, [p.grad for p in m.parameters()], strict=True):
         torch.testing.assert_close(a, g, rtol=1e-4, atol=1e-6)
+
+
+def test_round_old_logprobs_are_the_model_s_own_on_the_trained_tokens(model) -> None:
+    """``old_logprobs: round``: the trainer replaces the engine's logprobs (here made up: a constrained engine
+    returns the masked distribution's) by its own, token-aligned, 0 off the mask; the first clipped pass then
+    starts at ratio 1 and clips nothing, where the masked logprobs (higher than the model's) would clip every
+    token of a negative advantage to zero gradient."""
+    import dataclasses
+
+    m = copy.deepcopy(model)
+    seqs = pack_window(traj(HistoryConfig(), 6, 3), HistoryConfig(), -1.0)
+    wrong = [dataclasses.replace(s, old_logprobs=tuple(-0.01 * k for k in s.loss_mask)) for s in seqs]
+    # the grammar forced the first trained token of every sequence: the engine sampled it with logprob 0
+    forced = [s.loss_mask.index(1) for s in wrong]
+    wrong = [
+        dataclasses.replace(s, old_logprobs=tuple(0.0 if t == f else o for t, o in enumerate(s.old_logprobs)))
+        for s, f in zip(wrong, forced, strict=True)
+    ]
+    trainer = TorchTrainer(m, TrainerConfig(lr=1e-3, grad_clip=0.0, old_logprobs="round", token_budget=1))
+    fixed = trainer.logprobs(wrong)
+    assert [s.input_ids for s in fixed] == [s.input_ids for s in seqs]
+    for s, f, before in zip(fixed, forced, seqs, strict=True):  # forced tokens leave the loss, no others
+        assert s.loss_mask == tuple(0 if t == f else k for t, k in enumerate(before.loss_mask))
+    b = collate(fixed)
+    own = token_logprobs(m, b["input_ids"], b["attention_mask"], collate(seqs)["loss_mask"])
+    torch.testing.assert_close(b["old_logprobs"], own * b["loss_mask"], rtol=1e-5, atol=1e-6)
+    assert all(o == 0.0 for s in fixed for o, k in zip(s.old_logprobs, s.loss_mask, strict=True) if not k)
+    assert trainer.update(fixed)["clip_frac"] == 0.0
+    assert (
+        TorchTrainer(copy.deepcopy(model), TrainerConfig(lr=1e-3, grad_clip=0.0)).update(wrong)["clip_frac"]
+        > 0
+    )
+    with pytest.raises(ConfigError, match="old_logprobs"):
+        TrainerConfig(old_logprobs="engine").check()

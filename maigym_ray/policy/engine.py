@@ -163,7 +163,8 @@ class EngineActor:
             seed=None if self._cpu else sampling.seed,
             logprobs=0,
             detokenize=False,
-            # The logprobs stay the raw model's (vLLM's default logprobs_mode), as the trainer computes them.
+            # With a regex the grammar masks the logits before vLLM computes logprobs: they are then the
+            # constrained distribution's, not the model's own (a trainer needs old_logprobs=round).
             structured_outputs=StructuredOutputsParams(regex=sampling.regex) if sampling.regex else None,
         )
         prompt: dict[str, Any] = {"prompt_token_ids": list(prompt_ids)}

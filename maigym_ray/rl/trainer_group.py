@@ -212,14 +212,8 @@ class TrainerGroup:
         """One optimizer step over ``seqs``, the episodes dealt round-robin to the ranks."""
         import ray
 
-        episodes = sorted({s.episode_id for s in seqs})
-        n = len(self.ranks)
-        parts = [{e for i, e in enumerate(episodes) if i % n == r} for r in range(n)]
         stats = ray.get(
-            [
-                w.update.remote([s for s in seqs if s.episode_id in part], objective)
-                for w, part in zip(self.ranks, parts, strict=True)
-            ]
+            [w.update.remote(share, objective) for w, share in zip(self.ranks, self._deal(seqs), strict=True)]
         )
         return stats[0]  # the ranks report the stats of the whole batch
 
@@ -228,12 +222,18 @@ class TrainerGroup:
         the episodes dealt to the ranks as in :meth:`update`."""
         import ray
 
+        shares = self._deal(seqs)
+        done = ray.get([w.logprobs.remote(share) for w, share in zip(self.ranks, shares, strict=True)])
+        by_id = {
+            id(s): new for share, d in zip(shares, done, strict=True) for s, new in zip(share, d, strict=True)
+        }
+        return [by_id[id(s)] for s in seqs]
+
+    def _deal(self, seqs: list[PackedSequence]) -> list[list[PackedSequence]]:
+        """Each rank's share of ``seqs``: whole episodes, dealt round-robin in sorted episode order."""
         episodes = sorted({s.episode_id for s in seqs})
         rank_of = {e: i % len(self.ranks) for i, e in enumerate(episodes)}
-        shares = [[s for s in seqs if rank_of[s.episode_id] == r] for r in range(len(self.ranks))]
-        done = ray.get([w.logprobs.remote(share) for w, share in zip(self.ranks, shares, strict=True)])
-        back = {r: iter(d) for r, d in enumerate(done)}
-        return [next(back[rank_of[s.episode_id]]) for s in seqs]
+        return [[s for s in seqs if rank_of[s.episode_id] == r] for r in range(len(self.ranks))]
 
     def set_lr(self, lr: float) -> None:
         """Sets every rank's learning rate."""

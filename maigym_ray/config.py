@@ -76,7 +76,8 @@ POLICY_KINDS = ("golden", "random", "engine", "openai", "demo")
 class RayConfig:
     """How to reach or start Ray."""
 
-    #: "" starts a local single-node Ray on loopback; "auto" or an address joins a cluster.
+    #: "" starts a local single-node Ray of its own on loopback (never one found on the machine); "auto" or an
+    #: address joins a cluster.
     address: str = ""
     #: CPUs a local Ray advertises (0 = all cores).
     num_cpus: int = 0

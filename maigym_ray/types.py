@@ -107,6 +107,9 @@ class Turn:
     prompt_continued: bool = False
     #: the policy's whole reply (``action_text`` is the action cut out of it).
     response_text: str = ""
+    #: the regex the reply was sampled under (``policy.action_space``); "" when decoding was free. The trainer
+    #: rebuilds the same token masks from it, so it trains the policy that acted.
+    constraint: str = ""
 
 
 @dataclass(frozen=True)

@@ -96,6 +96,7 @@ async def run_episode(
                     prompt_text=d.prompt_text,
                     prompt_continued=d.prompt_continued,
                     response_text=d.response_text or d.text,
+                    constraint=d.constraint,
                 )
             )
             obs = result.observation

@@ -101,6 +101,7 @@ class ModelPolicy:
             prompt_text=text,
             prompt_continued=continued,
             response_text=reply,
+            constraint=sampling.regex,
         )
 
     def end_episode(self, episode_id: str) -> None:

@@ -28,6 +28,8 @@ class Decision:
     prompt_text: str = ""
     prompt_continued: bool = False
     response_text: str = ""
+    #: the regex the reply was sampled under ("" when free); see :class:`maigym_ray.types.Turn`.
+    constraint: str = ""
 
 
 class PolicyClient(Protocol):

@@ -15,7 +15,8 @@ this, a disk error) is skipped with a warning by the reader, never half-loaded. 
         screenshot binary (empty unless kept), policy_s float64, env_s float64,
         cached_tokens int32 (prompt tokens the engine served from its prefix cache),
         a11y string (the accessibility text the policy read), response_text string (the whole reply),
-        prompt_text string, prompt_continued bool>>
+        prompt_text string, prompt_continued bool,
+        constraint string (the regex the reply was sampled under, "" when free)>>
 
 The prompt text is compact: inside a history window a step's prompt is the previous step's prompt and response
 followed by its observation turn, so such a step (``prompt_continued``) keeps only that turn, and a window's
@@ -55,6 +56,7 @@ TURN = pa.struct(
         ("response_text", pa.string()),
         ("prompt_text", pa.string()),
         ("prompt_continued", pa.bool_()),
+        ("constraint", pa.string()),
     ]
 )
 SCHEMA = pa.schema(
@@ -111,6 +113,7 @@ def to_row(t: Trajectory) -> dict[str, Any]:
                 "response_text": u.response_text,
                 "prompt_text": u.prompt_text,
                 "prompt_continued": u.prompt_continued,
+                "constraint": u.constraint,
             }
             for u in t.turns
         ],
@@ -146,6 +149,7 @@ def from_row(r: dict[str, Any]) -> Trajectory:
             prompt_text=u.get("prompt_text") or "",
             prompt_continued=bool(u.get("prompt_continued")),
             response_text=u.get("response_text") or "",
+            constraint=u.get("constraint") or "",
         )
         for u in r["turns"]
     )

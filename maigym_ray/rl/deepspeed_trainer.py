@@ -60,11 +60,14 @@ class DeepSpeedTrainer:
         ref_model: Any = None,
         zero_stage: int = 2,
         bf16: bool = False,
+        grammar: Any = None,
     ) -> None:
         import deepspeed
         from deepspeed.accelerator import get_accelerator
 
         self.cfg = cfg or TrainerConfig()
+        #: rebuilds the token masks of replies sampled under a regex (see trainer.collate).
+        self.grammar = grammar
         self.cfg.check()
         if zero_stage not in (1, 2, 3):
             # coalesce_grad_reduction (see the module docstring) exists for ZeRO 1-3 only.
@@ -103,7 +106,7 @@ class DeepSpeedTrainer:
         """This rank's ``seqs`` with the current weights' logprobs as old logprobs (ZeRO-1/2 keep the whole
         model on every rank, so no collective is needed)."""
         self.engine.eval()
-        return sequence_logprobs(self.engine, seqs, self.cfg.token_budget)
+        return sequence_logprobs(self.engine, seqs, self.cfg.token_budget, self.grammar)
 
     def set_lr(self, lr: float) -> None:
         """Sets the optimizer's learning rate (the SFT warm-up and RL use different ones)."""
@@ -124,7 +127,7 @@ class DeepSpeedTrainer:
         loss_sum = kl_sum = clip_sum = 0.0
         with self.engine.coalesce_grad_reduction():
             for mb in mbs:
-                batch = {k: v.to(self.engine.device) for k, v in collate(mb).items()}
+                batch = {k: v.to(self.engine.device) for k, v in collate(mb, grammar=self.grammar).items()}
                 out = micro_batch_loss(
                     self.engine, batch, self.cfg, total_tokens, total_seqs, self.ref_model, objective
                 )
@@ -142,6 +145,7 @@ class DeepSpeedTrainer:
             "clip_frac": clip_sum / total_tokens,
             "tokens": n,
             "update_s": time.perf_counter() - t0,
+            "grammar_mismatches": float(self.grammar.mismatches if self.grammar is not None else 0),
         }
 
     def save(self, path: str | Path) -> None:

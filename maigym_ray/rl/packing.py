@@ -18,7 +18,11 @@ from maigym_ray.types import Trajectory
 @dataclass(frozen=True)
 class PackedSequence:
     """One training sequence: ids [L], loss mask [L] (1 on trained response tokens), old logprobs [L]
-    (the sampled logprob on masked tokens, 0 elsewhere), the episode's advantage and the steps it trains."""
+    (the sampled logprob on masked tokens, 0 elsewhere), the episode's advantage and the steps it trains.
+
+    ``constraints`` holds a ``(start, end, regex)`` for every trained response ``input_ids[start:end]`` that was
+    sampled under a regex (a constrained action space): the trainer computes those tokens' logprobs under the
+    same grammar mask, as the policy that acted."""
 
     input_ids: tuple[int, ...]
     loss_mask: tuple[int, ...]
@@ -26,6 +30,7 @@ class PackedSequence:
     advantage: float
     episode_id: str
     steps: tuple[int, ...]
+    constraints: tuple[tuple[int, int, str], ...] = ()
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -47,6 +52,7 @@ def pack_window(traj: Trajectory, cfg: HistoryConfig, advantage: float) -> list[
         ids = _sequence(last.prompt_ids, last.response_ids)
         mask = [0] * len(ids)
         old = [0.0] * len(ids)
+        spans = []
         for i in idx:
             u = turns[i]
             start, end = len(u.prompt_ids), len(u.prompt_ids) + len(u.response_ids)
@@ -58,6 +64,8 @@ def pack_window(traj: Trajectory, cfg: HistoryConfig, advantage: float) -> list[
             mask[start:end] = [1] * (end - start)
             if len(u.logprobs) == end - start:
                 old[start:end] = list(u.logprobs)
+            if u.constraint:
+                spans.append((start, end, u.constraint))
         out.append(
             PackedSequence(
                 tuple(ids),
@@ -66,6 +74,7 @@ def pack_window(traj: Trajectory, cfg: HistoryConfig, advantage: float) -> list[
                 advantage,
                 traj.episode_id,
                 tuple(turns[i].index for i in idx),
+                tuple(spans),
             )
         )
     return out
@@ -87,6 +96,7 @@ def pack_step(traj: Trajectory, advantage: float) -> list[PackedSequence]:
                 advantage,
                 traj.episode_id,
                 (u.index,),
+                ((n_prompt, n_prompt + n_resp, u.constraint),) if u.constraint else (),
             )
         )
     return out

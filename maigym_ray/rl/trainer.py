@@ -44,9 +44,9 @@ class TrainerConfig:
     grad_clip: float = 1.0
     #: the logprobs the clipped ratio divides by: "sampled" (the engine's), "recompute" (a no-grad forward of
     #: the current weights before every micro-batch: the ratio is then 1 at every step) or "round" (the driver
-    #: recomputes them once per round with the weights that sampled it, before the first pass). "round" is for
-    #: engines whose logprobs are not the model's own: constrained decoding returns the logprobs of the masked
-    #: distribution (policy.action_space), which the trainer's full softmax would never match.
+    #: recomputes them once per round with the weights that sampled it, before the first pass, and tokens the
+    #: engine had no choice over leave the loss). Replies sampled under a regex (policy.action_space) are scored
+    #: under the same grammar in every mode, so "sampled" stays the policy that acted there too.
     old_logprobs: str = "sampled"
 
     def check(self) -> None:
@@ -57,9 +57,14 @@ class TrainerConfig:
             raise ConfigError(f"old_logprobs {self.old_logprobs!r}: choose one of {', '.join(OLD_LOGPROBS)}")
 
 
-def collate(seqs: list[PackedSequence], pad_id: int = 0) -> dict[str, torch.Tensor]:
+def collate(seqs: list[PackedSequence], pad_id: int = 0, grammar: Any = None) -> dict[str, torch.Tensor]:
     """Pads a micro-batch: ``input_ids``/``attention_mask`` [N, L]; ``loss_mask``/``old_logprobs`` [N, L-1]
-    aligned with the predicted tokens (position i predicts token i+1)."""
+    aligned with the predicted tokens (position i predicts token i+1).
+
+    When a sequence carries constraints, ``allowed`` [T, V] (bool) holds the tokens its grammar allowed at each
+    of the T trained positions, in the order of ``loss_mask > 0`` (row-major); unconstrained positions allow
+    every token. ``grammar`` (a :class:`maigym_ray.policy.grammar.TokenGrammar`) rebuilds the masks.
+    """
     n, length = len(seqs), max(len(s) for s in seqs)
     ids = torch.full((n, length), pad_id, dtype=torch.long)
     attn = torch.zeros((n, length), dtype=torch.long)
@@ -71,17 +76,38 @@ def collate(seqs: list[PackedSequence], pad_id: int = 0) -> dict[str, torch.Tens
         mask[i, : len(s)] = torch.tensor(s.loss_mask, dtype=torch.float32)
         old[i, : len(s)] = torch.tensor(s.old_logprobs, dtype=torch.float32)
     adv = torch.tensor([s.advantage for s in seqs], dtype=torch.float32)
-    return {
+    batch = {
         "input_ids": ids,
         "attention_mask": attn,
         "loss_mask": mask[:, 1:],
         "old_logprobs": old[:, 1:],
         "advantages": adv,
     }
+    if any(s.constraints for s in seqs):
+        if grammar is None:
+            raise ValueError("sequences sampled under a regex need the trainer's grammar (TokenGrammar)")
+        batch["allowed"] = _allowed(seqs, grammar)
+    return batch
+
+
+def _allowed(seqs: list[PackedSequence], grammar: Any) -> torch.Tensor:
+    """[T, V] bool, the rows of ``collate``'s ``allowed``."""
+    rows = []
+    for s in seqs:
+        full = torch.ones((len(s), grammar.vocab_size), dtype=torch.bool)  # row t: token t's allowed set
+        for start, end, regex in s.constraints:
+            full[start:end] = grammar.allowed(regex, s.input_ids[start:end])
+        trained = torch.tensor(s.loss_mask[1:], dtype=torch.bool)  # token t + 1 is predicted at position t
+        rows.append(full[1:][trained])
+    return torch.cat(rows)
 
 
 def token_logprobs(
-    model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, mask: torch.Tensor | None = None
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    allowed: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """[N, L-1] log p(token i+1 | tokens <= i) under ``model``.
 
@@ -89,6 +115,9 @@ def token_logprobs(
     log-softmax then run on the trained tokens only, not on every prompt token. In GUI-agent sequences the
     responses are a few percent of the tokens, and the head over the vocabulary is the largest matmul (and
     on GPUs the largest activation) of a small model.
+
+    With ``allowed`` ([T, V] bool over the T masked positions, see :func:`collate`), each of those positions'
+    softmax runs over its allowed tokens only: the logprob of the constrained policy that sampled them.
     """
     base = getattr(model, "module", model)  # a DeepSpeed engine wraps the HF model
     head = base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None
@@ -96,10 +125,20 @@ def token_logprobs(
     plain_head = getattr(getattr(base, "config", None), "final_logit_softcapping", None) is None
     if mask is None or head is None or decoder is None or not plain_head:
         logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
-        return torch.log_softmax(logits, dim=-1).gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
-    hidden = decoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, :-1]
-    sel = mask > 0
-    logits = head(hidden[sel]).float()  # [T, V] for the T masked positions
+        if mask is None or allowed is None:
+            return torch.log_softmax(logits, dim=-1).gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+        sel = mask > 0
+        logits = logits[sel]
+    else:
+        hidden = decoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, :-1]
+        sel = mask > 0
+        logits = head(hidden[sel]).float()  # [T, V] for the T masked positions
+    if allowed is not None:
+        if allowed.shape != logits.shape:
+            raise ValueError(
+                f"allowed {tuple(allowed.shape)} does not match the logits {tuple(logits.shape)}"
+            )
+        logits = logits.masked_fill(~allowed, float("-inf"))
     picked = torch.log_softmax(logits, dim=-1).gather(-1, input_ids[:, 1:][sel].unsqueeze(-1)).squeeze(-1)
     out = torch.zeros(mask.shape, dtype=picked.dtype, device=picked.device)
     return out.masked_scatter(sel, picked)
@@ -110,7 +149,9 @@ def token_logprobs(
 FORCED_LOGPROB = -1e-6
 
 
-def sequence_logprobs(model: Any, seqs: list[PackedSequence], token_budget: int) -> list[PackedSequence]:
+def sequence_logprobs(
+    model: Any, seqs: list[PackedSequence], token_budget: int, grammar: Any = None
+) -> list[PackedSequence]:
     """``seqs`` re-based on ``model`` for ``old_logprobs: round``: ``old_logprobs`` [L] become ``model``'s own
     on the trained tokens (0 elsewhere), from one no-grad pass under ``token_budget`` tokens per micro-batch.
 
@@ -124,8 +165,10 @@ def sequence_logprobs(model: Any, seqs: list[PackedSequence], token_budget: int)
     index = {id(s): i for i, s in enumerate(seqs)}
     with torch.no_grad():
         for mb in micro_batches(seqs, token_budget):
-            batch = {k: v.to(device) for k, v in collate(mb).items()}
-            logp = token_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["loss_mask"])
+            batch = {k: v.to(device) for k, v in collate(mb, grammar=grammar).items()}
+            logp = token_logprobs(
+                model, batch["input_ids"], batch["attention_mask"], batch["loss_mask"], batch.get("allowed")
+            )
             for row, s in zip(logp.cpu(), mb, strict=True):
                 # row[j] is the logprob of token j + 1; a sequence's fields are indexed by token
                 own = (0.0, *row[: len(s) - 1].tolist())
@@ -179,24 +222,23 @@ def micro_batch_loss(
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"objective {objective!r}: choose one of {', '.join(OBJECTIVES)}")
+    args = (batch["input_ids"], batch["attention_mask"], batch["loss_mask"], batch.get("allowed"))
     if objective == "sft":
-        logp = token_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["loss_mask"])
+        logp = token_logprobs(model, *args)
         return MicroBatchLoss(
             _aggregate(-logp * batch["loss_mask"], batch, cfg, total_tokens, total_seqs), 0.0, 0.0
         )
     if cfg.old_logprobs == "recompute":
         with torch.no_grad():
-            batch["old_logprobs"] = token_logprobs(
-                model, batch["input_ids"], batch["attention_mask"], batch["loss_mask"]
-            )
-    logp = token_logprobs(model, batch["input_ids"], batch["attention_mask"], batch["loss_mask"])
+            batch["old_logprobs"] = token_logprobs(model, *args)
+    logp = token_logprobs(model, *args)
     per_token, clipped = clipped_policy_loss(
         logp, batch["old_logprobs"], batch["advantages"], batch["loss_mask"], cfg.eps_low, cfg.eps_high
     )
     kl_sum = 0.0
     if ref_model is not None:  # measured whenever there is a reference; in the loss only with a coefficient
         with torch.no_grad():
-            ref = token_logprobs(ref_model, batch["input_ids"], batch["attention_mask"], batch["loss_mask"])
+            ref = token_logprobs(ref_model, *args)
         kl = k3_kl(logp, ref, batch["loss_mask"])
         if cfg.kl_coef:
             per_token = per_token + cfg.kl_coef * kl
@@ -222,10 +264,14 @@ def _aggregate(
 class TorchTrainer:
     """Holds the policy model, its optimizer and (optionally) a frozen reference model."""
 
-    def __init__(self, model: Any, cfg: TrainerConfig | None = None, ref_model: Any = None) -> None:
+    def __init__(
+        self, model: Any, cfg: TrainerConfig | None = None, ref_model: Any = None, grammar: Any = None
+    ) -> None:
         self.model = model
         self.cfg = cfg or TrainerConfig()
         self.ref_model = ref_model
+        #: rebuilds the token masks of replies sampled under a regex (a TokenGrammar; see collate).
+        self.grammar = grammar
         self.opt = torch.optim.AdamW(model.parameters(), lr=self.cfg.lr, weight_decay=0.0)
         self.cfg.check()
 
@@ -245,7 +291,7 @@ class TorchTrainer:
         self.opt.zero_grad(set_to_none=True)
         device = next(self.model.parameters()).device  # batches are collated on the CPU
         for mb in micro_batches(seqs, self.cfg.token_budget):
-            batch = {k: v.to(device, non_blocking=True) for k, v in collate(mb).items()}
+            batch = {k: v.to(device, non_blocking=True) for k, v in collate(mb, grammar=self.grammar).items()}
             out = micro_batch_loss(
                 self.model, batch, self.cfg, total_tokens, total_seqs, self.ref_model, objective
             )
@@ -262,12 +308,14 @@ class TorchTrainer:
             "clip_frac": clip_sum / total_tokens,
             "tokens": float(sum(len(s) for s in seqs)),
             "update_s": time.perf_counter() - t0,
+            # replies a constrained engine sampled outside the grammar the trainer rebuilt (scored unmasked)
+            "grammar_mismatches": float(self.grammar.mismatches if self.grammar is not None else 0),
         }
 
     def logprobs(self, seqs: list[PackedSequence]) -> list[PackedSequence]:
         """``seqs`` with the current weights' logprobs as their old logprobs (see :func:`sequence_logprobs`)."""
         self.model.eval()
-        return sequence_logprobs(self.model, seqs, self.cfg.token_budget)
+        return sequence_logprobs(self.model, seqs, self.cfg.token_budget, self.grammar)
 
     def weights(self) -> list[tuple[str, torch.Tensor]]:
         """The tensors an engine reloads: the full state dict, tied weights under both names (vLLM's in-place

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from maigym_ray.policy.grammar import TokenGrammar
 from maigym_ray.rl.packing import PackedSequence
 from maigym_ray.rl.trainer import TorchTrainer, TrainerConfig
 
@@ -69,6 +70,9 @@ class TrainerRank:
         self.device, self.device_reason = pick_device()
         print(f"trainer rank {rank}/{world_size} ({strategy}) trains on {self.device_reason}", flush=True)
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+        # replies sampled under a regex (policy.action_space) are scored under the same grammar; its compiler is
+        # built on first use, so an unconstrained run pays nothing
+        grammar = TokenGrammar.from_model_dir(model_dir)
         self.trainer: Any
         if strategy == "deepspeed":
             from maigym_ray.rl.deepspeed_trainer import DeepSpeedTrainer
@@ -82,9 +86,9 @@ class TrainerRank:
             torch.distributed.init_process_group(
                 "nccl" if cuda else "gloo", store=store, rank=rank, world_size=world_size
             )
-            self.trainer = DeepSpeedTrainer(model, cfg, zero_stage=zero_stage, bf16=cuda)
+            self.trainer = DeepSpeedTrainer(model, cfg, zero_stage=zero_stage, bf16=cuda, grammar=grammar)
         else:
-            self.trainer = TorchTrainer(model.to(self.device), cfg)
+            self.trainer = TorchTrainer(model.to(self.device), cfg, grammar=grammar)
 
     def info(self) -> dict[str, Any]:
         """Where this rank runs: node, IP, device and Ray's GPU ids."""

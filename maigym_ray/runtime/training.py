@@ -23,13 +23,6 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict[str, Any]:
     if cfg.tasks.split:
         raise ConfigError("tasks.split must be empty for training: set train_split / heldout_split instead")
     cfg.trainer.check()
-    if cfg.policy.action_space.visible_ids and cfg.trainer.old_logprobs == "sampled":
-        # A constrained engine returns the masked distribution's logprobs: as the ratio's denominator they sit
-        # above the model's own, and every negative advantage would clip to zero gradient.
-        raise ConfigError(
-            "policy.action_space.visible_ids=true needs trainer.old_logprobs=round (or recompute): the engine's "
-            "logprobs are then those of the constrained distribution, not the model's"
-        )
     session = Session(cfg.ray, cfg.env, cfg.policy, cfg.topology, trains=True)  # impossible topology: here
     session.init_ray()  # before synthesis, which would otherwise start a Ray this session does not own
     pool = load_tasks(synthesis_stage(cfg.tasks, run_dir, cfg.ray, cfg.topology))

@@ -249,8 +249,8 @@ async def test_broadcast_over_the_weight_group_matches_the_trainer(text_engine, 
 async def test_a_constrained_reply_matches_the_regex_and_its_logprobs_are_the_masked_ones(text_engine):
     """Structured outputs: every sampled reply of the untrained model is one of the allowed actions. The
     logprobs vLLM returns are the constrained distribution's (the grammar masks the logits before its sampler
-    computes them): never below the model's own, 0 where the grammar allowed one token. This is why a run with
-    ``policy.action_space.visible_ids`` needs ``trainer.old_logprobs=round``."""
+    computes them): never below the model's own, 0 where the grammar allowed one token. The trainer's
+    TokenGrammar rebuilds the engine's masks from the regex: its constrained logprobs are the engine's."""
     import re
 
     import torch
@@ -258,6 +258,7 @@ async def test_a_constrained_reply_matches_the_regex_and_its_logprobs_are_the_ma
 
     from maigym_ray.actions import parse_action
     from maigym_ray.harness.action_space import action_regex
+    from maigym_ray.policy.grammar import TokenGrammar
 
     engine, _ = text_engine
     tok = load_tokenizer(resolve_model("tiny-text"))
@@ -273,6 +274,7 @@ async def test_a_constrained_reply_matches_the_regex_and_its_logprobs_are_the_ma
     assert not any(re.fullmatch(regex, tok.decode(list(o.response_ids))) for o in unconstrained)
 
     model = AutoModelForCausalLM.from_pretrained(resolve_model("tiny-text"), torch_dtype=torch.float32)
+    grammar = TokenGrammar.from_model_dir(resolve_model("tiny-text"))
     forced = 0
     for out in outs:
         with torch.no_grad():
@@ -281,7 +283,13 @@ async def test_a_constrained_reply_matches_the_regex_and_its_logprobs_are_the_ma
         raw = [lp[len(ids) - 1 + i, t].item() for i, t in enumerate(out.response_ids)]
         assert all(m >= r - 1e-3 for r, m in zip(raw, out.logprobs, strict=True))
         forced += sum(m == 0.0 and r < -1.0 for r, m in zip(raw, out.logprobs, strict=True))
+        resp = logits[len(ids) - 1 : len(ids) - 1 + len(out.response_ids)]
+        allowed = grammar.allowed(regex, out.response_ids)
+        masked = torch.log_softmax(resp.masked_fill(~allowed, float("-inf")), -1)
+        ours = masked.gather(-1, torch.tensor(out.response_ids).unsqueeze(-1)).squeeze(-1)
+        torch.testing.assert_close(ours, torch.tensor(out.logprobs), rtol=0, atol=2e-3)
     assert forced > 0  # e.g. the '"' after 'click(id=': the only token the grammar allows there
+    assert grammar.mismatches == 0
 
 
 async def test_an_episode_with_visible_ids_only_never_clicks_an_id_off_the_screen(text_engine, ray_local):

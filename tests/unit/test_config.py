@@ -117,14 +117,3 @@ def test_every_topology_composes_with_every_entry_point(entry, topology):
 def test_default_topology_is_local():
     for entry in [*ENTRY_POINTS, "synth"]:
         assert _compose(name=entry).topology.name == "local"
-
-
-def test_a_constrained_action_space_needs_recomputed_old_logprobs(tmp_path):
-    """The engine's logprobs under ``policy.action_space.visible_ids`` are the masked distribution's: training
-    with them as the ratio's denominator is refused before anything starts."""
-    from maigym_ray.runtime.training import train
-
-    cfg = _compose("experiment=debug", "policy.action_space.visible_ids=true", name="train")
-    with pytest.raises(ConfigError, match="old_logprobs=round"):
-        train(cfg, tmp_path)
-    assert list(tmp_path.iterdir()) == []  # refused before the run wrote anything

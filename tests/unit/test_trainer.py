@@ -137,3 +137,101 @@ def test_round_old_logprobs_are_the_model_s_own_on_the_trained_tokens(model) -> 
     )
     with pytest.raises(ConfigError, match="old_logprobs"):
         TrainerConfig(old_logprobs="engine").check()
+
+
+def _constrained_traj(model_dir, regex: str, replies: list[str], history: HistoryConfig) -> Trajectory:
+    """A trajectory whose replies were sampled under ``regex`` (token ids from the tiny model's tokenizer)."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    rng = random.Random(5)
+    header = [rng.randrange(5, 2000) for _ in range(10)]
+    obs = [[rng.randrange(5, 2000) for _ in range(8)] for _ in replies]
+    resp = [[*tok.encode(r, add_special_tokens=False), tok.eos_token_id] for r in replies]
+    turns = tuple(
+        Turn(
+            t,
+            replies[t],
+            None,
+            prompt_ids=tuple(prompt_ids(header, obs, resp, t, history)),
+            response_ids=tuple(resp[t]),
+            logprobs=tuple(-0.5 for _ in resp[t]),
+            constraint=regex,
+        )
+        for t in range(len(replies))
+    )
+    return Trajectory("ep-c", "task", "web", turns, Reward(1.0, True))
+
+
+def test_replies_sampled_under_a_regex_are_scored_under_its_grammar(model, tmp_path) -> None:
+    """The trainer's logprob of a constrained reply is the model's softmax over the tokens the grammar allowed
+    there (the policy that acted): above the full softmax's where the grammar cut choices, exactly 0 where it
+    left one token, and the same under window and step packing."""
+    from maigym_ray.harness.action_space import action_regex
+    from maigym_ray.policy.grammar import TokenGrammar
+    from maigym_ray.policy.tiny_models import build_text_model
+
+    path = build_text_model(tmp_path / "text")
+    grammar = TokenGrammar.from_model_dir(path)
+    regex = action_regex(["click", "type", "terminate"], ["12", "37", "home"])
+    replies = ['click(id="37")', 'type(id="12", text="hi")', 'terminate(status="success")']
+    history = HistoryConfig()
+    t = _constrained_traj(path, regex, replies, history)
+    seqs = pack_window(t, history, 1.0)
+    assert seqs[0].constraints and all(r == regex for _, _, r in seqs[0].constraints)
+    for start, end, _ in seqs[0].constraints:  # the spans are the trained responses
+        assert all(seqs[0].loss_mask[start:end]) and end - start in {len(u.response_ids) for u in t.turns}
+    with pytest.raises(ValueError, match="grammar"):
+        collate(seqs)
+    b = collate(seqs, grammar=grammar)
+    sel = b["loss_mask"] > 0
+    assert b["allowed"].shape == (int(sel.sum()), grammar.vocab_size)
+    m = copy.deepcopy(model).eval()
+    with torch.no_grad():
+        full = token_logprobs(m, b["input_ids"], b["attention_mask"], b["loss_mask"])
+        con = token_logprobs(m, b["input_ids"], b["attention_mask"], b["loss_mask"], b["allowed"])
+        logits = m(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits[:, :-1][sel].float()
+    expect = torch.log_softmax(logits.masked_fill(~b["allowed"], float("-inf")), -1)
+    expect = expect.gather(-1, b["input_ids"][:, 1:][sel].unsqueeze(-1)).squeeze(-1)
+    torch.testing.assert_close(con[sel], expect, rtol=1e-5, atol=1e-5)
+    n_allowed = b["allowed"].sum(-1)
+    assert (n_allowed < grammar.vocab_size).all() and grammar.mismatches == 0
+    forced = n_allowed == 1
+    assert forced.any() and (con[sel][forced] == 0).all()
+    assert (con[sel] >= full[sel] - 1e-6).all() and (con[sel][~forced] > full[sel][~forced]).any()
+    step = collate(pack_step(t, 1.0), grammar=grammar)
+    with torch.no_grad():
+        con_step = token_logprobs(
+            m, step["input_ids"], step["attention_mask"], step["loss_mask"], step["allowed"]
+        )
+    torch.testing.assert_close(
+        torch.sort(con_step[step["loss_mask"] > 0]).values, torch.sort(con[sel]).values, rtol=1e-4, atol=1e-5
+    )
+
+
+def test_sampled_old_logprobs_of_a_constrained_reply_start_the_ratio_at_1(model, tmp_path) -> None:
+    """With the engine's logprobs (the constrained distribution's) as old logprobs, a trainer with the grammar
+    starts at ratio 1 and clips nothing; without the grammar it would score another policy and clip."""
+    import dataclasses
+
+    from maigym_ray.harness.action_space import action_regex
+    from maigym_ray.policy.grammar import TokenGrammar
+    from maigym_ray.policy.tiny_models import build_text_model
+
+    path = build_text_model(tmp_path / "text")
+    grammar = TokenGrammar.from_model_dir(path)
+    regex = action_regex(["click", "terminate"], ["12", "37", "home"])
+    t = _constrained_traj(path, regex, ['click(id="37")', 'click(id="home")'], HistoryConfig())
+    seqs = pack_window(t, HistoryConfig(), -1.0)
+    b = collate(seqs, grammar=grammar)
+    with torch.no_grad():
+        own = token_logprobs(model, b["input_ids"], b["attention_mask"], b["loss_mask"], b["allowed"])
+    # what the engine returned: the constrained logprobs of the weights that sampled (token-indexed, 0 off mask)
+    engine = [
+        dataclasses.replace(s, old_logprobs=(0.0, *own[i, : len(s) - 1].tolist())) for i, s in enumerate(seqs)
+    ]
+    cfg = TrainerConfig(lr=1e-3, grad_clip=0.0)
+    with_grammar = TorchTrainer(copy.deepcopy(model), cfg, grammar=grammar).update(engine)
+    assert with_grammar["clip_frac"] == 0.0
+    unconstrained = [dataclasses.replace(s, constraints=()) for s in engine]
+    assert TorchTrainer(copy.deepcopy(model), cfg).update(unconstrained)["clip_frac"] > 0

@@ -164,7 +164,7 @@ class EngineActor:
             logprobs=0,
             detokenize=False,
             # With a regex the grammar masks the logits before vLLM computes logprobs: they are then the
-            # constrained distribution's, not the model's own (a trainer needs old_logprobs=round).
+            # constrained distribution's, not the model's own (the trainer scores them under the same grammar).
             structured_outputs=StructuredOutputsParams(regex=sampling.regex) if sampling.regex else None,
         )
         prompt: dict[str, Any] = {"prompt_token_ids": list(prompt_ids)}

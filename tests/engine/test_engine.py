@@ -259,10 +259,20 @@ async def test_a_constrained_reply_matches_the_regex_and_its_logprobs_are_the_ma
     from maigym_ray.actions import parse_action
     from maigym_ray.harness.action_space import action_regex
     from maigym_ray.policy.grammar import TokenGrammar
+    from maigym_ray.policy.weight_receiver import encode_bucket
 
     engine, _ = text_engine
     tok = load_tokenizer(resolve_model("tiny-text"))
     ids = prompt(96)
+    # the session's engine may hold another test's weights: load the ones this test compares against
+    model = AutoModelForCausalLM.from_pretrained(resolve_model("tiny-text"), torch_dtype=torch.float32)
+    named = list(model.state_dict().items())
+    buckets = [
+        encode_bucket([n for n, _ in named[i : i + 8]], [t for _, t in named[i : i + 8]])
+        for i in range(0, len(named), 8)
+    ]
+    version = (await engine.generate.remote(ids, [], GREEDY, "c-version")).policy_version + 1
+    assert (await engine.update_weights.remote(buckets, version))["version"] == version
     regex = action_regex(["click", "terminate"], ["msg-m13", "msg-m4", "home"])
     free = SamplingConfig(temperature=1.0, max_tokens=24)
     constrained = dataclasses.replace(free, regex=regex)
@@ -273,7 +283,7 @@ async def test_a_constrained_reply_matches_the_regex_and_its_logprobs_are_the_ma
     unconstrained = await asyncio.gather(*(engine.generate.remote(ids, [], free, f"f-{i}") for i in range(8)))
     assert not any(re.fullmatch(regex, tok.decode(list(o.response_ids))) for o in unconstrained)
 
-    model = AutoModelForCausalLM.from_pretrained(resolve_model("tiny-text"), torch_dtype=torch.float32)
+    assert all(o.policy_version == version for o in outs)
     grammar = TokenGrammar.from_model_dir(resolve_model("tiny-text"))
     forced = 0
     for out in outs:

@@ -30,7 +30,12 @@ class TokenGrammar:
     """
 
     def __init__(
-        self, tokenizer: Any, vocab_size: int, stop_token_ids: Sequence[int], cache_size: int = 256
+        self,
+        tokenizer: Any,
+        vocab_size: int,
+        stop_token_ids: Sequence[int],
+        cache_size: int = 256,
+        mask_cache_size: int = 2048,
     ) -> None:
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
@@ -38,7 +43,11 @@ class TokenGrammar:
         self.cache_size = cache_size
         self._compiler: Any = None
         self._compiled: OrderedDict[str, Any] = OrderedDict()
-        #: replies with a token the grammar would not have allowed (see :meth:`allowed`).
+        # A round trains each reply in several passes (and the "round" recompute): its masks are built once.
+        self.mask_cache_size = mask_cache_size
+        self._masks: OrderedDict[tuple[str, tuple[int, ...]], torch.Tensor] = OrderedDict()
+        #: distinct replies with a token the grammar would not have allowed, since this object was made
+        #: (see :meth:`allowed`).
         self.mismatches = 0
 
     @classmethod
@@ -80,8 +89,19 @@ class TokenGrammar:
         A token the grammar would not have allowed means the reply was not sampled under this regex (or under
         another backend's reading of it); from that token on the rows allow everything, so the trainer falls
         back to the model's full distribution there instead of a logprob of -inf. ``mismatches`` counts such
-        replies.
+        replies. The masks of recent replies are kept: the same reply costs its matcher run once.
         """
+        key = (regex, tuple(int(t) for t in tokens))
+        if key in self._masks:
+            self._masks.move_to_end(key)
+            return self._masks[key]
+        out = self._match(regex, key[1])
+        self._masks[key] = out
+        while len(self._masks) > self.mask_cache_size:
+            self._masks.popitem(last=False)
+        return out
+
+    def _match(self, regex: str, tokens: tuple[int, ...]) -> torch.Tensor:
         import xgrammar as xgr
 
         out = torch.ones((len(tokens), self.vocab_size), dtype=torch.bool)
@@ -94,7 +114,7 @@ class TokenGrammar:
                 return out
             matcher.fill_next_token_bitmask(bitmask, 0)
             row = ((bitmask[0].unsqueeze(-1) >> shifts) & 1).bool().flatten()[: self.vocab_size]
-            if not bool(row[tok]) or not matcher.accept_token(int(tok)):
+            if not bool(row[tok]) or not matcher.accept_token(tok):
                 self.mismatches += 1
                 return out
             out[i] = row

@@ -404,7 +404,10 @@ class Driver:
             for part in parts:
                 stats = self.trainer.update([s for s in seqs if s.episode_id in part])
                 for k, v in stats.items():
-                    out[k] = out.get(k, 0.0) + (v if k in ("tokens", "update_s") else v / steps)
+                    if k == "grammar_mismatches":  # a running count: the last one is the round's
+                        out[k] = v
+                    else:
+                        out[k] = out.get(k, 0.0) + (v if k in ("tokens", "update_s") else v / steps)
         return out
 
     def _platform(self, task: TaskSpec, j: int) -> str:

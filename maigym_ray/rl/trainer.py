@@ -94,11 +94,16 @@ def _allowed(seqs: list[PackedSequence], grammar: Any) -> torch.Tensor:
     """[T, V] bool, the rows of ``collate``'s ``allowed``."""
     rows = []
     for s in seqs:
-        full = torch.ones((len(s), grammar.vocab_size), dtype=torch.bool)  # row t: token t's allowed set
+        # one row per trained token t >= 1 (it is predicted at position t - 1), in order
+        row_of = {t: k for k, t in enumerate(t for t in range(1, len(s)) if s.loss_mask[t])}
+        out = torch.ones((len(row_of), grammar.vocab_size), dtype=torch.bool)
         for start, end, regex in s.constraints:
-            full[start:end] = grammar.allowed(regex, s.input_ids[start:end])
-        trained = torch.tensor(s.loss_mask[1:], dtype=torch.bool)  # token t + 1 is predicted at position t
-        rows.append(full[1:][trained])
+            masks = grammar.allowed(regex, s.input_ids[start:end])
+            picked = [(row_of[t], t - start) for t in range(start, end) if t in row_of]
+            if picked:  # "round" may have dropped a span's forced tokens from the loss
+                dst, src = zip(*picked, strict=True)
+                out[list(dst)] = masks[list(src)]
+        rows.append(out)
     return torch.cat(rows)
 
 
@@ -308,7 +313,8 @@ class TorchTrainer:
             "clip_frac": clip_sum / total_tokens,
             "tokens": float(sum(len(s) for s in seqs)),
             "update_s": time.perf_counter() - t0,
-            # replies a constrained engine sampled outside the grammar the trainer rebuilt (scored unmasked)
+            # distinct replies so far that a constrained engine sampled outside the grammar the trainer rebuilt
+            # (scored unmasked): a running count
             "grammar_mismatches": float(self.grammar.mismatches if self.grammar is not None else 0),
         }
 

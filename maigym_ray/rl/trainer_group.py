@@ -70,8 +70,8 @@ class TrainerRank:
         self.device, self.device_reason = pick_device()
         print(f"trainer rank {rank}/{world_size} ({strategy}) trains on {self.device_reason}", flush=True)
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-        # replies sampled under a regex (policy.action_space) are scored under the same grammar; its compiler is
-        # built on first use, so an unconstrained run pays nothing
+        # replies sampled under a regex (policy.action_space) are scored under the same grammar; an unconstrained
+        # run pays the tokenizer load only (the compiler is built on first use)
         grammar = TokenGrammar.from_model_dir(model_dir)
         self.trainer: Any
         if strategy == "deepspeed":

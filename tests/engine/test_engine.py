@@ -14,6 +14,7 @@ from maigym_ray.generation import SamplingConfig
 from maigym_ray.harness.history import HistoryConfig, window_of
 from maigym_ray.harness.prompt import PromptConfig
 from maigym_ray.policy.engine import EngineActor, EngineConfig, resolve_model
+from maigym_ray.policy.weight_receiver import encode_bucket
 from maigym_ray.rollout import load_tokenizer, rollout
 from maigym_ray.tasks.pool import TaskPool
 
@@ -55,6 +56,16 @@ def prompt(n_tokens: int) -> list[int]:
     tok = load_tokenizer(resolve_model("tiny-text"))
     ids = tok.encode('<|im_start|>user\n[msg-m1] link "Invoice November" ' * 40, add_special_tokens=False).ids
     return ids[:n_tokens]
+
+
+def buckets_of(model) -> list:
+    """``model``'s state dict as the engine's ``update_weights`` takes it: buckets of 8 tensors."""
+
+    named = list(model.state_dict().items())
+    return [
+        encode_bucket([n for n, _ in named[i : i + 8]], [t for _, t in named[i : i + 8]])
+        for i in range(0, len(named), 8)
+    ]
 
 
 async def test_generate_returns_ids_logprobs_and_cache_hits(text_engine):
@@ -174,8 +185,6 @@ async def test_weight_update_matches_the_trainer_and_advances_the_version(text_e
     import torch
     from transformers import AutoModelForCausalLM
 
-    from maigym_ray.policy.weight_receiver import encode_bucket
-
     engine, _ = text_engine
     ids = prompt(96)
     before = await engine.generate.remote(ids, [], GREEDY, "w-before")
@@ -184,13 +193,8 @@ async def test_weight_update_matches_the_trainer_and_advances_the_version(text_e
     with torch.no_grad():  # a "training step": new weights everywhere
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.5)
-    named = list(model.state_dict().items())
-    buckets = [
-        encode_bucket([n for n, _ in named[i : i + 8]], [t for _, t in named[i : i + 8]])
-        for i in range(0, len(named), 8)
-    ]
-    out = await engine.update_weights.remote(buckets, 1)
-    assert out == {"tensors": len(named), "version": 1}
+    out = await engine.update_weights.remote(buckets_of(model), 1)
+    assert out == {"tensors": len(model.state_dict()), "version": 1}
     after = await engine.generate.remote(ids, [], GREEDY, "w-after")
     assert after.policy_version == 1 and after.num_cached_tokens == 0  # old prefixes were dropped
     assert after.response_ids != before.response_ids
@@ -259,20 +263,14 @@ async def test_a_constrained_reply_matches_the_regex_and_its_logprobs_are_the_ma
     from maigym_ray.actions import parse_action
     from maigym_ray.harness.action_space import action_regex
     from maigym_ray.policy.grammar import TokenGrammar
-    from maigym_ray.policy.weight_receiver import encode_bucket
 
     engine, _ = text_engine
     tok = load_tokenizer(resolve_model("tiny-text"))
     ids = prompt(96)
     # the session's engine may hold another test's weights: load the ones this test compares against
     model = AutoModelForCausalLM.from_pretrained(resolve_model("tiny-text"), torch_dtype=torch.float32)
-    named = list(model.state_dict().items())
-    buckets = [
-        encode_bucket([n for n, _ in named[i : i + 8]], [t for _, t in named[i : i + 8]])
-        for i in range(0, len(named), 8)
-    ]
     version = (await engine.generate.remote(ids, [], GREEDY, "c-version")).policy_version + 1
-    assert (await engine.update_weights.remote(buckets, version))["version"] == version
+    assert (await engine.update_weights.remote(buckets_of(model), version))["version"] == version
     regex = action_regex(["click", "terminate"], ["msg-m13", "msg-m4", "home"])
     free = SamplingConfig(temperature=1.0, max_tokens=24)
     constrained = dataclasses.replace(free, regex=regex)

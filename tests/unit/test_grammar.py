@@ -48,6 +48,8 @@ def test_a_reply_outside_the_regex_falls_back_to_the_full_vocabulary_and_is_coun
     assert (masks[:bad].sum(-1) < grammar.vocab_size).all()
     assert masks[bad:].all()  # from the first token the grammar would not have sampled: no mask
     assert grammar.mismatches == before + 1
+    # a reply trained in several passes is matched once: the same masks, counted once
+    assert grammar.allowed(regex, ids) is masks and grammar.mismatches == before + 1
 
 
 def test_stop_tokens_come_from_the_tokenizer_and_the_generation_config(grammar):

@@ -235,3 +235,13 @@ def test_sampled_old_logprobs_of_a_constrained_reply_start_the_ratio_at_1(model,
     assert with_grammar["clip_frac"] == 0.0
     unconstrained = [dataclasses.replace(s, constraints=()) for s in engine]
     assert TorchTrainer(copy.deepcopy(model), cfg).update(unconstrained)["clip_frac"] > 0
+    # "round" drops the tokens the grammar forced (logprob 0) from the loss: the masks follow the new loss mask
+    rounded = TorchTrainer(
+        copy.deepcopy(model), TrainerConfig(old_logprobs="round"), grammar=grammar
+    ).logprobs(engine)
+    dropped = sum(sum(s.loss_mask) for s in engine) - sum(sum(s.loss_mask) for s in rounded)
+    assert dropped > 0
+    b2 = collate(rounded, grammar=grammar)
+    assert b2["allowed"].shape[0] == int((b2["loss_mask"] > 0).sum()) == b["allowed"].shape[0] - dropped
+    kept = (b["loss_mask"] > 0) & (b2["loss_mask"] > 0)
+    torch.testing.assert_close(b2["old_logprobs"][kept], own[kept], rtol=1e-5, atol=1e-5)

@@ -95,7 +95,13 @@ class CompactPromptBuilder(PromptBuilder):
 
 
 class TorchEngine:
-    """The engine's ``generate`` on a transformers model in this process (sampling with a KV cache)."""
+    """The engine's ``generate`` on a transformers model in this process, batching concurrent requests.
+
+    Like the vLLM engine, it serves many episodes at once: a request waits until every episode still running
+    (:meth:`begin` / :meth:`end`) has asked or finished, then the waiting prompts are sampled as one
+    left-padded batch with a KV cache. One batched forward per token instead of one per episode and token is
+    what keeps the CI guard's rollouts in seconds. Batches are formed only by that count, never by time, so a
+    seed gives the same samples on every run."""
 
     def __init__(self, model_dir: str | Path, stop_ids: tuple[int, ...], seed: int = 0) -> None:
         from transformers import AutoModelForCausalLM
@@ -104,37 +110,91 @@ class TorchEngine:
         self.stop_ids = set(stop_ids)
         self.gen = torch.Generator().manual_seed(seed)
         self.version = 0
+        self.running = 0
+        self._waiting: list[tuple[list[int], SamplingConfig, asyncio.Future[Generation]]] = []
 
     def receive(self, weights: list[tuple[str, torch.Tensor]], version: int) -> None:
         """The weight sync: load the trainer's tensors."""
         self.model.load_state_dict(dict(weights), strict=False)
         self.version = version
 
+    def begin(self, episodes: int) -> None:
+        """``episodes`` more episodes are running (each ends with :meth:`end`)."""
+        self.running += episodes
+
+    def end(self) -> None:
+        """An episode ended: the others need not wait for it."""
+        self.running -= 1
+        self._flush()
+
     async def generate(
         self, prompt_ids: list[int], images: list[bytes], sampling: SamplingConfig, episode_id: str
     ) -> Generation:
         """Samples up to ``sampling.max_tokens`` ids (greedy at temperature 0); logprobs at temperature 1."""
-        with torch.no_grad():
-            return self._sample(prompt_ids, sampling)
+        fut: asyncio.Future[Generation] = asyncio.get_running_loop().create_future()
+        self._waiting.append((list(prompt_ids), sampling, fut))
+        self._flush()
+        return await fut
 
-    def _sample(self, prompt_ids: list[int], sampling: SamplingConfig) -> Generation:
-        ids = torch.tensor([prompt_ids])
-        out, lps, past = [], [], None
-        for _ in range(sampling.max_tokens):
-            res = self.model(input_ids=ids, past_key_values=past, use_cache=True)
-            past = res.past_key_values
-            logp = torch.log_softmax(res.logits[0, -1].float(), dim=-1)
-            if sampling.temperature <= 0:
-                tok = int(logp.argmax())
+    def _flush(self) -> None:
+        if not self._waiting or len(self._waiting) < self.running:
+            return
+        waiting, self._waiting = self._waiting, []
+        by_sampling: dict[tuple[float, int], list[int]] = {}
+        for k, (_, sampling, _) in enumerate(waiting):
+            by_sampling.setdefault((sampling.temperature, sampling.max_tokens), []).append(k)
+        for (temperature, max_tokens), rows in by_sampling.items():
+            try:
+                with torch.no_grad():
+                    outs = self._sample([waiting[k][0] for k in rows], temperature, max_tokens)
+            except Exception as exc:  # every waiting episode gets the error; none waits forever
+                for k in rows:
+                    waiting[k][2].set_exception(exc)
+                continue
+            for k, out in zip(rows, outs, strict=True):
+                waiting[k][2].set_result(out)
+
+    def _sample(self, prompts: list[list[int]], temperature: float, max_tokens: int) -> list[Generation]:
+        """[B] prompts, each distinct one prefilled once (a group's attempts share their first prompt), left-
+        padded to one batch; each row stops at its first stop id."""
+        distinct: dict[tuple[int, ...], int] = {}
+        row_of = torch.tensor([distinct.setdefault(tuple(p), len(distinct)) for p in prompts])
+        width = max(len(p) for p in distinct)
+        ids = torch.zeros((len(distinct), width), dtype=torch.long)
+        mask = torch.zeros((len(distinct), width), dtype=torch.long)
+        for b, p in enumerate(distinct):
+            ids[b, width - len(p) :] = torch.tensor(p)
+            mask[b, width - len(p) :] = 1
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        res = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1)
+        past = res.past_key_values
+        past.reorder_cache(row_of)  # one cache row per prompt, copied from its distinct prompt's
+        logits, mask, pos = res.logits[row_of, -1], mask[row_of], pos[row_of, -1:]
+        out: list[list[int]] = [[] for _ in prompts]
+        lps: list[list[float]] = [[] for _ in prompts]
+        live = torch.ones(len(prompts), dtype=torch.bool)
+        for _ in range(max_tokens):
+            logp = torch.log_softmax(logits.float(), dim=-1)  # [B, V]
+            if temperature <= 0:
+                tok = logp.argmax(-1)
             else:
-                probs = torch.softmax(logp / sampling.temperature, dim=-1)
-                tok = int(torch.multinomial(probs, 1, generator=self.gen))
-            out.append(tok)
-            lps.append(float(logp[tok]))
-            if tok in self.stop_ids:
+                probs = torch.softmax(logp / temperature, dim=-1)
+                tok = torch.multinomial(probs, 1, generator=self.gen)[:, 0]
+            for b in torch.nonzero(live)[:, 0].tolist():
+                t = int(tok[b])
+                out[b].append(t)
+                lps[b].append(float(logp[b, t]))
+                if t in self.stop_ids:
+                    live[b] = False
+            if not live.any():
                 break
-            ids = torch.tensor([[tok]])
-        return Generation(tuple(out), tuple(lps), 0, self.version)
+            mask = torch.cat([mask, torch.ones((len(prompts), 1), dtype=torch.long)], dim=1)
+            pos = pos + 1
+            res = self.model(
+                input_ids=tok[:, None], attention_mask=mask, position_ids=pos, past_key_values=past
+            )
+            past, logits = res.past_key_values, res.logits[:, -1]
+        return [Generation(tuple(o), tuple(lp), 0, self.version) for o, lp in zip(out, lps, strict=True)]
 
 
 @dataclass
@@ -148,11 +208,11 @@ class LearningConfig:
     #: GRPO rounds, groups per round (each a fresh training instance), attempts per group.
     rounds: int = 25
     groups: int = 8
-    group_size: int = 6
+    group_size: int = 12
     lr: float = 5e-4
     kl_coef: float = 0.0
     #: passes over a round's sequences (the driver's ``grpo.epochs``).
-    epochs: int = 4
+    epochs: int = 2
     #: held-out instances (greedy evals).
     heldout: int = 96
     #: buttons on each screen, and how their ids are drawn (:func:`fake_pick_task`).
@@ -196,19 +256,32 @@ class LearningRun:
         self.engine = TorchEngine(model_dir, (end, tok.token_to_id("<|endoftext|>")), seed=cfg.seed)
         self.version = 0
         self.rng = random.Random(cfg.seed)
-        self._env: Any = None
+        self._envs: list[Any] = []
 
-    async def _actor(self) -> Any:
-        if self._env is None:
-            from maigym_ray.envs.actor import EnvActor
+    async def _actor(self, k: int) -> Any:
+        """The ``k``-th environment (one per concurrent episode), started on first use."""
+        from maigym_ray.envs.actor import EnvActor
 
-            self._env = EnvActor()
-            await self._env.start("fake-learning", PoolConfig(backend="fake", fake=FakeBackendConfig()), [])
-        return self._env
+        while len(self._envs) <= k:
+            env = EnvActor()
+            await env.start(
+                f"fake-learning-{len(self._envs)}", PoolConfig(backend="fake", fake=FakeBackendConfig()), []
+            )
+            self._envs.append(env)
+        return self._envs[k]
 
     async def _episodes(self, tasks: list[TaskSpec], policy: Any) -> list[Trajectory]:
-        env = await self._actor()
-        return [await run_episode(env, t, policy) for t in tasks]
+        """``tasks`` run at once, one environment each, their generations batched by the engine."""
+        envs = [await self._actor(k) for k in range(len(tasks))]
+
+        async def one(env: Any, task: TaskSpec) -> Trajectory:
+            try:
+                return await run_episode(env, task, policy)
+            finally:
+                self.engine.end()
+
+        self.engine.begin(len(tasks))
+        return list(await asyncio.gather(*(one(e, t) for e, t in zip(envs, tasks, strict=True))))
 
     def _policy(self, temperature: float) -> ModelPolicy:
         sampling = SamplingConfig(temperature=temperature, max_tokens=16)
@@ -258,9 +331,11 @@ class LearningRun:
             for g in range(self.cfg.groups)
         ]
         policy = self._policy(1.0)
+        k = self.cfg.group_size
+        every = await self._episodes([t for t in tasks for _ in range(k)], policy)
         seqs, wins, n = [], 0, 0
-        for t in tasks:
-            trajs = await self._episodes([t] * self.cfg.group_size, policy)
+        for g in range(len(tasks)):
+            trajs = every[g * k : (g + 1) * k]
             rewards = torch.tensor([[x.reward.value for x in trajs]])
             wins += int(sum(x.reward.success for x in trajs))
             n += len(trajs)

@@ -4,9 +4,9 @@ away: a flipped advantage sign, a zero learning rate, a weight sync that never a
 
 The four runs start from the same SFT warm-up (same seed, same demos, so the same weights): they differ only
 in RL. They run in two processes side by side (healthy + flipped sign, zero lr + no sync), one torch thread
-each. The settings (``LearningConfig()``'s defaults) and the margin were chosen over three seeds, each with the
-flipped sign as a control (docs/experiments/2026-12-02-learning-guard.md): healthy lifts +0.31, +0.37, +0.23
-on seeds 0-2; the flipped sign ends at 0.00 on each; zero lr and no sync leave the held-out figure unchanged.
+each. The settings (``LearningConfig()``'s defaults) and the margin were chosen over six seeds
+(docs/experiments/2026-12-03-learning-guard-batched.md): healthy lifts +0.115 to +0.417 (+0.417 on seed 0, the
+seed this test runs); the flipped sign ends at 0.00; zero lr and no sync leave the held-out figure unchanged.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ import pytest
 
 from maigym_ray.testing.learning import run_learning_parallel
 
-pytestmark = pytest.mark.e2e
+# The fixture takes about three minutes on an idle two-core machine; the limit is a hang guard for slower ones.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
 #: Held-out success after RL must beat success after SFT by at least this much (greedy evals over 96 fresh
-#: instances, seed 0).
-MARGIN = 0.15
+#: instances, seed 0): under the weakest of six healthy seeds (+0.115), 0.10 above every broken arm (<= 0).
+MARGIN = 0.10
 
 BROKEN = {
     "flipped-advantage-sign": {"advantage_sign": -1.0},

@@ -35,7 +35,7 @@ class TokenGrammar:
         vocab_size: int,
         stop_token_ids: Sequence[int],
         cache_size: int = 256,
-        mask_cache_size: int = 2048,
+        mask_cache_bytes: int = 256 * 2**20,
     ) -> None:
         self.tokenizer = tokenizer
         self.vocab_size = vocab_size
@@ -44,8 +44,11 @@ class TokenGrammar:
         self._compiler: Any = None
         self._compiled: OrderedDict[str, Any] = OrderedDict()
         # A round trains each reply in several passes (and the "round" recompute): its masks are built once.
-        self.mask_cache_size = mask_cache_size
+        # The bound is in bytes, not replies: a reply's masks are [L, V] bools, and with a real vocabulary
+        # (~150k) a few thousand replies would hold gigabytes.
+        self.mask_cache_bytes = mask_cache_bytes
         self._masks: OrderedDict[tuple[str, tuple[int, ...]], torch.Tensor] = OrderedDict()
+        self._mask_bytes = 0
         #: distinct replies with a token the grammar would not have allowed, since this object was made
         #: (see :meth:`allowed`).
         self.mismatches = 0
@@ -97,8 +100,9 @@ class TokenGrammar:
             return self._masks[key]
         out = self._match(regex, key[1])
         self._masks[key] = out
-        while len(self._masks) > self.mask_cache_size:
-            self._masks.popitem(last=False)
+        self._mask_bytes += out.numel()
+        while self._mask_bytes > self.mask_cache_bytes and len(self._masks) > 1:
+            self._mask_bytes -= self._masks.popitem(last=False)[1].numel()
         return out
 
     def _match(self, regex: str, tokens: tuple[int, ...]) -> torch.Tensor:

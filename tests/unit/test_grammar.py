@@ -55,3 +55,15 @@ def test_a_reply_outside_the_regex_falls_back_to_the_full_vocabulary_and_is_coun
 def test_stop_tokens_come_from_the_tokenizer_and_the_generation_config(grammar):
     gen_eos = 2  # tiny_models writes eos_token_id [2, 0] into generation_config.json
     assert set(grammar.stop_token_ids) == {grammar.tokenizer.eos_token_id, gen_eos}
+
+
+def test_the_mask_cache_is_bounded_in_bytes_and_evicts_the_oldest_reply(grammar):
+    small = TokenGrammar(grammar.tokenizer, grammar.vocab_size, grammar.stop_token_ids)
+    regex = action_regex(["click"], ["12", "37"])
+    first, second = (grammar.tokenizer.encode(f'click(id="{i}")', add_special_tokens=False) for i in (12, 37))
+    small.mask_cache_bytes = len(first) * small.vocab_size  # room for one reply's masks
+    kept = small.allowed(regex, first)
+    assert small.allowed(regex, first) is kept
+    small.allowed(regex, second)  # over the bound: the first reply goes
+    assert small.allowed(regex, first) is not kept
+    assert small._mask_bytes <= max(len(first), len(second)) * small.vocab_size

@@ -106,7 +106,9 @@ class DeepSpeedTrainer:
         """This rank's ``seqs`` with the current weights' logprobs as old logprobs (ZeRO-1/2 keep the whole
         model on every rank, so no collective is needed)."""
         self.engine.eval()
-        return sequence_logprobs(self.engine, seqs, self.cfg.token_budget, self.grammar)
+        return sequence_logprobs(
+            self.engine, seqs, self.cfg.token_budget, self.grammar, self.cfg.micro_batch_overhead
+        )
 
     def set_lr(self, lr: float) -> None:
         """Sets the optimizer's learning rate (the SFT warm-up and RL use different ones)."""
@@ -121,7 +123,7 @@ class DeepSpeedTrainer:
         tokens, live = loss_counts(seqs)
         tokens, live = self._all_reduce([tokens, live])
         total_tokens, total_seqs = max(1.0, tokens), max(1.0, live)
-        mbs = micro_batches(seqs, self.cfg.token_budget)
+        mbs = micro_batches(seqs, self.cfg.token_budget, self.cfg.micro_batch_overhead)
         (most,) = self._all_reduce([len(mbs)], torch.distributed.ReduceOp.MAX)
         mbs += [[_EMPTY]] * (int(most) - len(mbs))
         loss_sum = kl_sum = clip_sum = 0.0

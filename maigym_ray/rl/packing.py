@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from maigym_ray.harness.history import HistoryConfig, window_of
 from maigym_ray.types import Trajectory
 
@@ -107,20 +109,45 @@ def pack(traj: Trajectory, cfg: HistoryConfig, advantage: float) -> list[PackedS
     return pack_window(traj, cfg, advantage) if cfg.strategy == "window" else pack_step(traj, advantage)
 
 
-def micro_batches(seqs: list[PackedSequence], token_budget: int) -> list[list[PackedSequence]]:
-    """First-fit-decreasing bin packing: each micro-batch holds at most ``token_budget`` tokens (a longer
-    sequence gets a micro-batch of its own). Every sequence lands in exactly one micro-batch."""
+#: The fixed cost of one micro-batch's forward and backward, in tokens: what an extra micro-batch must save in
+#: padding to be worth it. Measured on the tiny text model on one CPU thread: 13 ms for one 16-token sequence,
+#: 122 µs a token at 7,680 (about 90 tokens' worth). A large model on a GPU, which a small micro-batch leaves
+#: idle, wants more (trainer.micro_batch_overhead).
+MICRO_BATCH_OVERHEAD = 128
+
+
+def micro_batches(
+    seqs: list[PackedSequence], token_budget: int, overhead: int = MICRO_BATCH_OVERHEAD
+) -> list[list[PackedSequence]]:
+    """Splits ``seqs`` into micro-batches whose PADDED size (sequences × the longest one, what ``collate``
+    allocates and the model computes) is at most ``token_budget``; a sequence longer than the budget gets a
+    micro-batch of its own. Every sequence lands in exactly one micro-batch.
+
+    The split minimises the padded tokens plus ``overhead`` tokens a micro-batch. Counting unpadded tokens
+    instead (first-fit) let one long reply pad a whole round: in the learning guard one 269-token sequence
+    padded 47 others of about 160, so 29–38 % of the update's tokens were padding, and a micro-batch could hold
+    1.6× the budget (docs/decisions.md).
+
+    It searches the splits of the longest-first order into runs (a run pads to its first sequence) with a
+    dynamic programme over suffixes; ties go to fewer micro-batches.
+    """
     if token_budget <= 0:
         raise ValueError("token_budget must be positive")
-    bins: list[list[PackedSequence]] = []
-    loads: list[int] = []
-    for s in sorted(seqs, key=len, reverse=True):
-        for b, load in enumerate(loads):
-            if load + len(s) <= token_budget:
-                bins[b].append(s)
-                loads[b] += len(s)
-                break
-        else:
-            bins.append([s])
-            loads.append(len(s))
-    return bins
+    if overhead < 0:
+        raise ValueError("overhead must be >= 0")
+    order = sorted(seqs, key=len, reverse=True)
+    n = len(order)
+    # for the suffix order[j:]: its least cost, and where its first micro-batch ends
+    cost = np.zeros(n + 1, dtype=np.int64)
+    end = np.full(n + 1, n, dtype=np.int64)
+    for i in range(n - 1, -1, -1):
+        width = max(1, len(order[i]))
+        ends = np.arange(min(n, i + max(1, token_budget // width)), i, -1)  # furthest first: ties keep fewer
+        total = cost[ends] + (ends - i) * width + overhead
+        k = int(np.argmin(total))
+        cost[i], end[i] = total[k], ends[k]
+    out, i = [], 0
+    while i < n:
+        out.append(order[i : int(end[i])])
+        i = int(end[i])
+    return out

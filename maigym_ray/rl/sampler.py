@@ -2,7 +2,8 @@
 
 A GRPO group only carries gradient when its attempts disagree. The sampler therefore tracks each task's
 recent success rate under the current policy and spends the rollout budget where groups can disagree:
-- tasks that are sometimes solved (0 < p < eta), and tasks not seen yet, get the full group size G;
+- tasks that are sometimes solved (0 < p < eta), and tasks not seen yet, get the full group size G; up to
+  ``learning_share`` of a round's groups go to the sometimes-solved ones before any unseen one is drawn;
 - never-solved tasks (no success in their recent attempts) and mastered tasks (p >= eta) get a small probing
   group, and only now and then, so a task that becomes solvable (or regresses) is noticed.
 The share of rollouts that land in zero-variance groups is the figure to watch (benchmarks/sampler.py).
@@ -34,6 +35,14 @@ class SamplerConfig:
     window: int = 16
     #: "adaptive" or "uniform" (every task equally likely, always G attempts: the baseline).
     mode: str = "adaptive"
+    #: the most of a round's groups (a share, 0..1) that go to "learning" tasks before unseen ones. At 0 the two
+    #: are drawn alike; among many tasks, such as a family's per-episode instances, a task whose group
+    #: disagreed is then hardly ever drawn again, though its next group is the likeliest to carry gradient.
+    learning_share: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.learning_share <= 1.0:
+            raise ConfigError(f"sampler.learning_share={self.learning_share}: need a share in [0, 1]")
 
 
 class AdaptiveSampler:
@@ -67,8 +76,15 @@ class AdaptiveSampler:
         self.rng.shuffle(ids)
         if self.cfg.mode == "uniform":
             return [(t, self.cfg.group_size) for t in ids[:num_groups]]
-        informative = [t for t in ids if self.category(t) in ("learning", "unseen")]
-        rest = [t for t in ids if t not in set(informative) and self.rng.random() < self.cfg.probe_rate]
+        category = {t: self.category(t) for t in ids}
+        informative = [t for t in ids if category[t] in ("learning", "unseen")]
+        if self.cfg.learning_share:
+            quota = int(self.cfg.learning_share * num_groups)
+            first = [t for t in informative if category[t] == "learning"][:quota]
+            taken = set(first)
+            informative = first + [t for t in informative if t not in taken]
+        skip = set(informative)
+        rest = [t for t in ids if t not in skip and self.rng.random() < self.cfg.probe_rate]
         chosen = [(t, self.cfg.group_size) for t in informative[:num_groups]]
         chosen += [(t, self.cfg.probe_size) for t in rest[: num_groups - len(chosen)]]
         return chosen

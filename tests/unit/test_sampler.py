@@ -46,3 +46,29 @@ def test_uniform_mode_and_state_round_trip():
     assert r.plan(2) == s.plan(2)  # the RNG continues where it stopped
     with pytest.raises(ConfigError):
         AdaptiveSampler(["a"], SamplerConfig(mode="greedy"))
+
+
+def test_learning_share_revisits_tasks_whose_groups_disagreed_before_unseen_ones():
+    ids = [f"t{i}" for i in range(500)]
+    learning = {"t7", "t42", "t99", "t300"}
+
+    def sampler(share: float) -> AdaptiveSampler:
+        s = AdaptiveSampler(ids, SamplerConfig(learning_share=share, probe_rate=0.0), seed=3)
+        for t in learning:
+            s.update(t, [1.0, 0.0, 0.0, 0.0])
+        return s
+
+    # Drawn alike, four learning tasks among 500 hardly ever make a round of six groups.
+    s0 = sampler(0.0)
+    hits = sum(len(learning & set(dict(s0.plan(6)))) for _ in range(100))
+    assert hits < 20
+    # At 0.5 three of the six groups revisit learning tasks, the rest explore unseen ones, every round.
+    s = sampler(0.5)
+    for _ in range(20):
+        plan = s.plan(6)
+        assert len(plan) == 6 and all(g == 8 for _, g in plan)
+        assert len(learning & set(dict(plan))) == 3
+    # At 1.0 every learning task comes first; unseen ones fill the rest.
+    assert learning <= set(dict(sampler(1.0).plan(6)))
+    with pytest.raises(ConfigError, match="learning_share"):
+        SamplerConfig(learning_share=1.5)

@@ -41,6 +41,8 @@ class SamplerConfig:
     learning_share: float = 0.0
 
     def __post_init__(self) -> None:
+        if self.mode not in ("adaptive", "uniform"):
+            raise ConfigError(f"sampler mode {self.mode!r}: choose adaptive or uniform")
         if not 0.0 <= self.learning_share <= 1.0:
             raise ConfigError(f"sampler.learning_share={self.learning_share}: need a share in [0, 1]")
 
@@ -50,8 +52,6 @@ class AdaptiveSampler:
 
     def __init__(self, task_ids: list[str], cfg: SamplerConfig | None = None, seed: int = 0) -> None:
         self.cfg = cfg or SamplerConfig()
-        if self.cfg.mode not in ("adaptive", "uniform"):
-            raise ConfigError(f"sampler mode {self.cfg.mode!r}: choose adaptive or uniform")
         self.task_ids = list(task_ids)
         self.rng = random.Random(seed)
         self.outcomes: dict[str, deque[int]] = {t: deque(maxlen=self.cfg.window) for t in self.task_ids}
@@ -78,11 +78,11 @@ class AdaptiveSampler:
             return [(t, self.cfg.group_size) for t in ids[:num_groups]]
         category = {t: self.category(t) for t in ids}
         informative = [t for t in ids if category[t] in ("learning", "unseen")]
-        if self.cfg.learning_share:
-            quota = int(self.cfg.learning_share * num_groups)
-            first = [t for t in informative if category[t] == "learning"][:quota]
-            taken = set(first)
-            informative = first + [t for t in informative if t not in taken]
+        # Learning tasks first, up to the quota (none at share 0: the order stays the shuffled one).
+        quota = int(self.cfg.learning_share * num_groups)
+        first = [t for t in informative if category[t] == "learning"][:quota]
+        taken = set(first)
+        informative = first + [t for t in informative if t not in taken]
         skip = set(informative)
         rest = [t for t in ids if t not in skip and self.rng.random() < self.cfg.probe_rate]
         chosen = [(t, self.cfg.group_size) for t in informative[:num_groups]]

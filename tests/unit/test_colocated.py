@@ -43,9 +43,11 @@ class LoggedEngine:
         self.asleep = False
         self.log.append(f"wake {self.i}")
 
-    async def _receive(self, layout: Any, version: int, group: str) -> None:
+    async def _receive(self, layout: Any, version: int, group: str) -> dict[str, float]:
         assert not self.asleep, "weights sent to a sleeping engine"
         self.log.append(f"receive {self.i} v{version}")
+        # like policy/engine.py: the version it now serves and the tensors it loaded
+        return {"tensors": float(sum(len(b["names"]) for b in layout)), "version": float(version)}
 
 
 class LoggedTrainer:
@@ -157,3 +159,29 @@ def test_a_sleeping_engine_refuses_to_generate_until_it_wakes():
         assert (await engine.generate([1, 2], [], sampling, "ep")).response_ids == (5, 6)
 
     asyncio.run(go())
+
+
+def test_a_broadcast_that_leaves_an_engine_on_old_weights_is_an_infra_error(tmp_path, packed):
+    """The version check after every broadcast: an engine that answers with another version, or with fewer
+    tensors than the layout holds, stops the run instead of sampling off-policy unnoticed."""
+    from maigym_ray.errors import InfraError
+
+    log: list[str] = []
+    d = _driver(tmp_path, colocated=False, log=log)
+    d.layout = [{"names": ["a", "b"]}, {"names": ["c"]}]
+    asyncio.run(d._broadcast())  # both engines load 3 tensors at version 1
+    stale = d.engines[1]
+
+    async def keeps_old(layout: Any, version: int, group: str) -> dict[str, float]:
+        return {"tensors": 3.0, "version": float(version - 1)}
+
+    stale.receive_weights = _Remote(keeps_old)
+    with pytest.raises(InfraError, match=r"version 2 \(3 tensors\) did not land: .*\(1, 1, 3\)"):
+        asyncio.run(d._broadcast())
+
+    async def drops_one(layout: Any, version: int, group: str) -> dict[str, float]:
+        return {"tensors": 2.0, "version": float(version)}
+
+    stale.receive_weights = _Remote(drops_one)
+    with pytest.raises(InfraError, match=r"\(1, 3, 2\)"):
+        asyncio.run(d._broadcast())

@@ -1,7 +1,12 @@
-"""GPU check: policy-update tokens/s (window-wise against step-wise packing) and weight hand-off GB/s.
+"""GPU check: policy-update tokens/s (window-wise against step-wise packing), weight hand-off GB/s and, on the
+llama sizes, generation tokens/s.
 
+    python benchmarks/gpu_check.py --device cuda --size smollm2 --json $OUT/gpu_check.json   # what gpu_check.sh runs
     python benchmarks/gpu_check.py --device cuda --size 0.5b --json $OUT/gpu_check.json
-    python benchmarks/gpu_check.py --device cpu --size tiny --json /tmp/gpu_check.json   # smoke test
+    python benchmarks/gpu_check.py --device cpu --size tiny_llama --json /tmp/gpu_check.json   # smoke test
+
+``smollm2`` is SmolLM2-135M-Instruct's architecture (the main job's model) built from its config with random
+weights: its GGUF does not travel to the GPU machine, and speed does not depend on the weights' values.
 
 Needs only torch, transformers and the repo's pure modules (maigym_ray.types, maigym_ray.harness.history,
 maigym_ray.rl.packing/losses/trainer/weight_sync): none of them imports ray, vLLM or hydra, so a bare
@@ -73,9 +78,18 @@ class Size:
     token_budget: int
     repeats: int
     bucket_mb: float
+    #: "qwen2" or "llama" (SmolLM2's architecture: head_dim 64, rope theta 1e5)
+    arch: str = "qwen2"
 
 
 SIZES = {
+    # SmolLM2-135M-Instruct's shapes (llama, 30 layers, tied embeddings: 134.5M parameters), built from its
+    # config with random weights (a speed check: the time does not depend on the weights' values; its 98 MB
+    # GGUF does not travel to the GPU machine). The main job's workload: ~300-token observations, 11-token
+    # replies.
+    "smollm2": Size(576, 30, 9, 3, 1536, 49152, 16, 15, 300, (250, 350), 11, 32768, 3, 128.0, "llama"),
+    # CPU smoke test of the llama path (generation included).
+    "tiny_llama": Size(64, 2, 1, 1, 128, 4096, 2, 12, 20, (30, 40), 8, 1024, 1, 0.125, "llama"),
     # Qwen2.5-0.5B shapes (tied embeddings: 494M parameters); 16 episodes x 15 steps of ~600-token
     # observations and 30-token replies.
     "0.5b": Size(896, 24, 14, 2, 4864, 151936, 16, 15, 450, (550, 650), 30, 32768, 3, 256.0),
@@ -109,22 +123,38 @@ def packings(size: Size) -> dict[str, list[PackedSequence]]:
 
 
 def build_model(size: Size, device: torch.device, dtype: torch.dtype, grad_ckpt: bool) -> Any:
-    """A random-init Qwen2 causal LM on ``device`` (no download)."""
-    from transformers import AutoModelForCausalLM, Qwen2Config
+    """A random-init Qwen2 (or, with ``size.arch`` "llama", Llama) causal LM on ``device`` (no download)."""
+    from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
 
-    cfg = Qwen2Config(
-        vocab_size=size.vocab,
-        hidden_size=size.hidden,
-        intermediate_size=size.intermediate,
-        num_hidden_layers=size.layers,
-        num_attention_heads=size.heads,
-        num_key_value_heads=size.kv_heads,
-        max_position_embeddings=32768,
-        rope_theta=1e6,
-        rms_norm_eps=1e-6,
-        tie_word_embeddings=True,
-        use_cache=False,
-    )
+    if size.arch == "llama":
+        cfg = LlamaConfig(
+            vocab_size=size.vocab,
+            hidden_size=size.hidden,
+            intermediate_size=size.intermediate,
+            num_hidden_layers=size.layers,
+            num_attention_heads=size.heads,
+            num_key_value_heads=size.kv_heads,
+            head_dim=64,
+            max_position_embeddings=8192,
+            rope_theta=100000.0,
+            rms_norm_eps=1e-5,
+            tie_word_embeddings=True,
+            use_cache=False,
+        )
+    else:
+        cfg = Qwen2Config(
+            vocab_size=size.vocab,
+            hidden_size=size.hidden,
+            intermediate_size=size.intermediate,
+            num_hidden_layers=size.layers,
+            num_attention_heads=size.heads,
+            num_key_value_heads=size.kv_heads,
+            max_position_embeddings=32768,
+            rope_theta=1e6,
+            rms_norm_eps=1e-6,
+            tie_word_embeddings=True,
+            use_cache=False,
+        )
     torch.manual_seed(0)
     # Built in float32 on CPU and then moved: avoids the torch_dtype/dtype keyword, which differs between
     # transformers 4.x and 5.x.
@@ -322,6 +352,46 @@ def weight_part(model: Any, size: Size, device: torch.device, reps: int) -> dict
     return out
 
 
+def generation_part(model: Any, size: Size, device: torch.device) -> dict[str, Any]:
+    """Part 3: greedy generation with the KV cache (transformers' ``generate``; the GPU machine has no vLLM):
+    a batch of 16 prompts of ``size.header + size.obs[1]`` random tokens, ``size.response * 3`` new tokens."""
+    batch, plen, new = (
+        (16, size.header + size.obs[1], size.response * 3) if device.type == "cuda" else (2, 32, 8)
+    )
+    ids = torch.randint(0, size.vocab - 1, (batch, plen), generator=torch.Generator().manual_seed(0)).to(
+        device
+    )
+    model.eval()
+    times = []
+    with torch.no_grad():
+        for _ in range(3):
+            sync(device)
+            t0 = time.perf_counter()
+            out = model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=new,
+                min_new_tokens=new,
+                do_sample=False,
+                use_cache=True,
+                pad_token_id=0,
+            )
+            sync(device)
+            times.append(time.perf_counter() - t0)
+    model.train()
+    dt = statistics.median(times[1:]) if len(times) > 1 else times[0]
+    assert out.shape == (batch, plen + new)
+    return {
+        "generate": {
+            "batch": batch,
+            "prompt_tokens": plen,
+            "new_tokens": new,
+            "seconds": dt,
+            "new_tokens_per_s": batch * new / dt,
+        }
+    }
+
+
 def environment(device: torch.device) -> dict[str, Any]:
     """Versions and device, recorded next to the numbers."""
     import transformers
@@ -415,6 +485,7 @@ def main() -> int:
     out: dict[str, Any] = {
         **environment(device),
         "size": args.size,
+        "weights": "random, built from the size's config (speed does not depend on the weights' values)",
         "dtype": str(dtype).removeprefix("torch."),
         "grad_ckpt": not args.no_grad_ckpt,
         "episodes": size.episodes,
@@ -447,6 +518,12 @@ def main() -> int:
         if device.type == "cuda":
             torch.cuda.empty_cache()
         print(f"weight hand-off measured ({out['weight_part_s']:.1f} s)", flush=True)
+        save()
+    if size.arch == "llama":
+        t0 = time.perf_counter()
+        out.update(generation_part(model, size, device))
+        out["generate_part_s"] = time.perf_counter() - t0
+        print(f"generation measured ({out['generate_part_s']:.1f} s): {out['generate']}", flush=True)
         save()
     if not args.skip_update:
         t0 = time.perf_counter()

@@ -27,7 +27,7 @@ export TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 } 2>&1 | tee "$LOG"
 
 rc=0
-timeout 450 "$PY" -u benchmarks/gpu_check.py --device cuda --size 0.5b --json "$OUT/gpu_check.json" "$@" \
+timeout 450 "$PY" -u benchmarks/gpu_check.py --device cuda --size "${GPU_CHECK_SIZE:-smollm2}" --json "$OUT/gpu_check.json" "$@" \
     2>&1 | tee -a "$LOG" || rc=$?
 echo "== gpu_check.py exit status $rc (124: killed at 450 s; the JSON holds the parts that finished)" \
     | tee -a "$LOG"

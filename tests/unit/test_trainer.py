@@ -245,3 +245,32 @@ def test_sampled_old_logprobs_of_a_constrained_reply_start_the_ratio_at_1(model,
     assert b2["allowed"].shape[0] == int((b2["loss_mask"] > 0).sum()) == b["allowed"].shape[0] - dropped
     kept = (b["loss_mask"] > 0) & (b2["loss_mask"] > 0)
     torch.testing.assert_close(b2["old_logprobs"][kept], own[kept], rtol=1e-5, atol=1e-5)
+
+
+def test_trainable_layers_trains_the_top_layers_only_and_autocast_still_learns(model):
+    """The cheap mode: with trainable_layers=1 of the tiny model's 2 layers, only layer 1 and the final norm
+    change and get optimizer state; the embeddings (tied to the head) and layer 0 stay bit for bit. Under bf16
+    autocast the update still raises the trained tokens' logprobs (advantage > 0)."""
+    cfg = HistoryConfig("step", last_k=2)
+    seqs = pack_step(traj(cfg, 4, 6), advantage=1.0)
+    m = copy.deepcopy(model)
+    before = {n: p.detach().clone() for n, p in m.named_parameters()}
+    b = collate(seqs)
+    lp0 = (token_logprobs(m, b["input_ids"], b["attention_mask"]) * b["loss_mask"]).sum()
+    trainer = TorchTrainer(
+        m, TrainerConfig(lr=1e-2, old_logprobs="recompute", autocast="bf16", trainable_layers=1)
+    )
+    trainer.update(seqs)
+    changed = {n for n, p in m.named_parameters() if not torch.equal(p, before[n])}
+    assert changed and all(n.startswith("model.layers.1.") or n == "model.norm.weight" for n in changed)
+    assert {n for n, p in m.named_parameters() if p.requires_grad} >= changed
+    assert sum(p.numel() for g in trainer.opt.param_groups for p in g["params"]) < 0.5 * sum(
+        p.numel() for p in m.parameters()
+    )
+    lp1 = (token_logprobs(m, b["input_ids"], b["attention_mask"]) * b["loss_mask"]).sum()
+    assert lp1 > lp0
+    with pytest.raises(ConfigError, match="numbered decoder layers"):
+        TorchTrainer(copy.deepcopy(model), TrainerConfig(trainable_layers=3))
+    for bad in (TrainerConfig(autocast="fp8"), TrainerConfig(trainable_layers=-1)):
+        with pytest.raises(ConfigError, match="trainer"):
+            bad.check()

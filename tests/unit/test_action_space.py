@@ -11,6 +11,8 @@ from maigym_ray.harness.action_space import action_regex, visible_ids
 from maigym_ray.harness.prompt import PromptBuilder, PromptConfig
 from maigym_ray.types import Observation
 
+pytestmark = pytest.mark.unit
+
 A11Y = 'heading "Mail"\n[home] link "Home"\n[msg-m13] link "Invoice"\n  [a.b] button "Star" (offscreen)\n[home] x'
 
 

@@ -13,6 +13,8 @@ from maigym_ray.envs.actor import EnvActor
 from maigym_ray.errors import ConfigError
 from maigym_ray.types import TaskSpec
 
+pytestmark = pytest.mark.unit
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "counter_backend"
 
 TASK = TaskSpec(

@@ -21,6 +21,8 @@ from maigym_ray.rl.trainer import TrainerConfig
 from maigym_ray.rollout import Finished
 from maigym_ray.testing import ScriptedEngine, fake_task
 
+pytestmark = pytest.mark.unit
+
 
 class _Remote:
     """``handle.method.remote(...)`` of a Ray actor, for a plain object: returns the coroutine (awaitable)."""

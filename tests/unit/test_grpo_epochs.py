@@ -14,6 +14,8 @@ from maigym_ray.rl.sampler import SamplerConfig
 from maigym_ray.rl.trainer import TrainerConfig
 from maigym_ray.testing import fake_task
 
+pytestmark = pytest.mark.unit
+
 
 class RecordingTrainer:
     def __init__(self) -> None:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[2] / "maigym_ray"
 
 #: For each package (or top-level module), the maigym_ray packages it must never import. The top-level

@@ -14,6 +14,8 @@ from maigym_ray.tasks.osworld_metrics import score
 from maigym_ray.tasks.pool import TaskPool
 from maigym_ray.tasks.verifiers import run_verifier
 
+pytestmark = pytest.mark.unit
+
 FIXTURES = Path(__file__).resolve().parents[2] / "examples" / "osworld_tasks"
 
 BASE = {

@@ -24,6 +24,8 @@ from maigym_ray.rl.trainer import TrainerConfig
 from maigym_ray.rollout import Finished
 from maigym_ray.testing import fake_task
 
+pytestmark = pytest.mark.unit
+
 
 class _Trainer:
     def update(self, seqs: list[Any], objective: str = "grpo") -> dict[str, float]:

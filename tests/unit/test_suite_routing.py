@@ -4,12 +4,16 @@ score the pages instead of failing every episode)."""
 
 from __future__ import annotations
 
+import pytest
+
 from maigym_ray.config import EnvManagerConfig, PoolConfig, WebBackendConfig
 from maigym_ray.rollout import SuiteGoldenPolicy
 from maigym_ray.runtime.pools import env_for_pool
 from maigym_ray.suites.miniwob import miniwob_task
 from maigym_ray.testing import fake_task
 from maigym_ray.types import Element, Observation
+
+pytestmark = pytest.mark.unit
 
 
 def test_suite_pool_spec_switches_matching_pools_only():

@@ -1,12 +1,17 @@
 """Does RL learn? The main job's recipe over seeds, verifier-only RL on novel apps, and two toy ablations.
 
-    python benchmarks/learning.py [--seeds N] [--quick] [--json out.json] [--only main,novel,ablations]
-                                  [--override KEY=VALUE ...]
+    python benchmarks/learning.py [--model tiny-text|smollm2-135m] [--seeds N] [--quick] [--json out.json]
+                                  [--only main,novel,ablations,modes] [--override KEY=VALUE ...]
+
+``--model`` picks the recipe (MODELS): ``tiny-text`` runs ``experiment=debug`` (and ``novel_apps``), the
+random-init tiny model; ``smollm2-135m`` runs ``experiment=smol`` (and ``novel_apps_smol``), the pretrained
+SmolLM2-135M-Instruct, and also measures the trainer's tokens/s in each trainer mode (``modes``:
+benchmarks/trainer_modes.py).
 
 Each run is ``python -m maigym_ray.cli.train`` in a subprocess (its own Ray, engines, Chromium), read back from
 its ``report.json``:
 
-- main: ``experiment=debug driver.seed=S`` for S in 0..N-1: held-out success after SFT and after RL on fresh
+- main: ``experiment=debug driver.seed=S`` (or the model's main experiment) for S in 0..N-1: held-out success after SFT and after RL on fresh
   instances of the task families (tasks/families.py), and the mean held-out steps;
 - novel: ``experiment=novel_apps``: SFT on the training apps' families only, then RL from verifier rewards
   alone on the novel app's training instances; held out: fresh instances on the novel app;
@@ -44,6 +49,12 @@ QUICK = [
 
 
 REUSE = False
+
+#: per model: its main and novel-app experiments, and whether the trainer modes are measured on it
+MODELS: dict[str, dict[str, Any]] = {
+    "tiny-text": {"main": "experiment=debug", "novel": "experiment=novel_apps", "modes": False},
+    "smollm2-135m": {"main": "experiment=smol", "novel": "experiment=novel_apps_smol", "modes": True},
+}
 
 
 def train(overrides: list[str], out: Path, timeout: int = 3600) -> dict[str, Any]:
@@ -98,10 +109,13 @@ def _short(r: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default="tiny-text", choices=sorted(MODELS))
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", default="")
-    ap.add_argument("--only", default="main,novel,ablations", help="comma list of main, novel, ablations")
+    ap.add_argument(
+        "--only", default="main,novel,ablations,modes", help="comma list of main, novel, ablations, modes"
+    )
     ap.add_argument("--workdir", default="", help="where the runs go (default: a temp dir)")
     ap.add_argument("--reuse", action="store_true", help="read back runs already finished in --workdir")
     ap.add_argument(
@@ -111,10 +125,14 @@ def main() -> int:
     global REUSE
     REUSE = args.reuse
     parts = set(args.only.split(","))
+    recipe = MODELS[args.model]
+    main_exp = recipe["main"]
+    t_start = time.perf_counter()
     extra = [*(QUICK if args.quick else []), *args.override]
     work = Path(args.workdir or tempfile.mkdtemp(prefix="learning-bench-"))
     # Parts left out (--only) stay in the JSON as nulls, so a reader sees they were not run.
     out: dict[str, Any] = {
+        "model": args.model,
         "seeds": 0,
         "quick": args.quick,
         "novel_apps": dict.fromkeys(("before", "after", "steps_before", "steps_after")),
@@ -131,7 +149,7 @@ def main() -> int:
     runs: list[dict[str, Any]] = []
     if "main" in parts or "ablations" in parts:
         for s in range(args.seeds if "main" in parts else 1):
-            runs.append(train(["experiment=debug", f"driver.seed={s}", *extra], work / f"main-{s}"))
+            runs.append(train([main_exp, f"driver.seed={s}", *extra], work / f"main-{s}"))
             print(f"seed {s}: {json.dumps(_short(runs[-1]))}", flush=True)
     if "main" in parts:
         sft = [r["heldout_success_sft"] for r in runs]
@@ -148,7 +166,7 @@ def main() -> int:
             runs=[_short(r) for r in runs],
         )
     if "novel" in parts:
-        r = train(["experiment=novel_apps", *extra], work / "novel")
+        r = train([recipe["novel"], *extra], work / "novel")
         out["novel_apps"] = {
             "before": r["heldout_success_sft"],
             "after": r["heldout_success_rl"],
@@ -159,8 +177,8 @@ def main() -> int:
         }
     if "ablations" in parts:
         base = runs[0]
-        step = train(["experiment=debug", "policy.history.strategy=step", *extra], work / "step")
-        uniform = train(["experiment=debug", "sampler.mode=uniform", *extra], work / "uniform")
+        step = train([main_exp, "policy.history.strategy=step", *extra], work / "step")
+        uniform = train([main_exp, "sampler.mode=uniform", *extra], work / "uniform")
         out["ablations"] = {
             "window_vs_step_update_s": {"window": _update_s(base), "step": _update_s(step)},
             "window_vs_step_heldout": {
@@ -178,6 +196,13 @@ def main() -> int:
             "runs": {"step": _short(step), "uniform": _short(uniform)},
         }
 
+    if "modes" in parts and recipe["modes"]:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        from trainer_modes import measure
+
+        out["train_tokens_per_s"] = measure(args.model, args.quick)
+    out["wall_s"] = time.perf_counter() - t_start
+
     print(f"{'figure':34s} value")
     for k in ("seeds", "sft_mean", "rl_mean", "lift_mean", "lift_min", "steps_sft_mean", "steps_rl_mean"):
         if k in out:
@@ -189,6 +214,8 @@ def main() -> int:
     for k, v in out["ablations"].items():
         if k != "runs":
             print(f"{k:34s} {v}")
+    if "train_tokens_per_s" in out:
+        print(f"{'train_tokens_per_s':34s} {out['train_tokens_per_s']}")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2))
     return 0

@@ -199,9 +199,6 @@ class EngineActor:
         return {"model": self.model_dir, "start_s": time.perf_counter() - t0, "max_model_len": self.max_len}
 
     def _is_vl(self) -> bool:
-        import json
-        from pathlib import Path
-
         cfg = json.loads((Path(resolve_model(self.cfg.model)) / "config.json").read_text())
         return "vision_config" in cfg
 

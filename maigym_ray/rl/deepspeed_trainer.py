@@ -41,7 +41,15 @@ from typing import Any
 import torch
 
 from maigym_ray.rl.packing import PackedSequence, micro_batches
-from maigym_ray.rl.trainer import TrainerConfig, collate, loss_counts, micro_batch_loss, sequence_logprobs
+from maigym_ray.rl.trainer import (
+    TrainerConfig,
+    autocast,
+    collate,
+    loss_counts,
+    micro_batch_loss,
+    sequence_logprobs,
+    trainable_parameters,
+)
 
 #: the padding micro-batch (see the module docstring): its loss mask is empty, so it adds a zero gradient.
 _EMPTY = PackedSequence((0, 0), (0, 0), (0.0, 0.0), 0.0, "", ())
@@ -84,7 +92,8 @@ class DeepSpeedTrainer:
         backend = "gloo" if on_cpu else accelerator.communication_backend_name()
         deepspeed.init_distributed(dist_backend=backend)
         self.ref_model = ref_model
-        opt = torch.optim.AdamW(model.parameters(), lr=self.cfg.lr, weight_decay=0.0)
+        params = trainable_parameters(model, self.cfg.trainable_layers)
+        opt = torch.optim.AdamW(params, lr=self.cfg.lr, weight_decay=0.0)
         config = {
             "train_micro_batch_size_per_gpu": 1,
             "gradient_accumulation_steps": 1,
@@ -106,9 +115,10 @@ class DeepSpeedTrainer:
         """This rank's ``seqs`` with the current weights' logprobs as old logprobs (ZeRO-1/2 keep the whole
         model on every rank, so no collective is needed)."""
         self.engine.eval()
-        return sequence_logprobs(
-            self.engine, seqs, self.cfg.token_budget, self.grammar, self.cfg.micro_batch_overhead
-        )
+        with autocast(self.cfg, self.engine.device):
+            return sequence_logprobs(
+                self.engine, seqs, self.cfg.token_budget, self.grammar, self.cfg.micro_batch_overhead
+            )
 
     def set_lr(self, lr: float) -> None:
         """Sets the optimizer's learning rate (the SFT warm-up and RL use different ones)."""
@@ -130,9 +140,10 @@ class DeepSpeedTrainer:
         with self.engine.coalesce_grad_reduction():
             for mb in mbs:
                 batch = {k: v.to(self.engine.device) for k, v in collate(mb, grammar=self.grammar).items()}
-                out = micro_batch_loss(
-                    self.engine, batch, self.cfg, total_tokens, total_seqs, self.ref_model, objective
-                )
+                with autocast(self.cfg, self.engine.device):
+                    out = micro_batch_loss(
+                        self.engine, batch, self.cfg, total_tokens, total_seqs, self.ref_model, objective
+                    )
                 self.engine.backward(out.loss * self.world_size)
                 loss_sum += float(out.loss.detach())
                 kl_sum += out.kl_sum

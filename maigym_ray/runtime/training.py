@@ -23,6 +23,9 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict[str, Any]:
     if cfg.tasks.split:
         raise ConfigError("tasks.split must be empty for training: set train_split / heldout_split instead")
     cfg.trainer.check()
+    from maigym_ray.rollout import check_model_settings
+
+    check_model_settings(cfg.policy)  # the chat template and the context length, before anything starts
     session = Session(cfg.ray, cfg.env, cfg.policy, cfg.topology, trains=True)  # impossible topology: here
     session.init_ray()  # before synthesis, which would otherwise start a Ray this session does not own
     pool = load_tasks(synthesis_stage(cfg.tasks, run_dir, cfg.ray, cfg.topology))

@@ -164,3 +164,48 @@ def test_train_with_the_deepspeed_strategy(tmp_path):
     assert any(m.get("phase") == "sft" and m["sft_loss"] > 0 for m in sft)
     latest = run / "checkpoints" / (run / "checkpoints" / "latest").read_text().strip() / "trainer"
     assert (latest / "latest").exists()  # DeepSpeed's checkpoint tag file
+
+
+# The README's main job (experiment=smol: SmolLM2-135M-Instruct, bf16 autocast, the top 8 layers) at the
+# smallest size that still runs every phase: two held-out instances, four demonstrations, one round.
+SMOL_SMALL = [
+    "experiment=smol",
+    "tasks.family_train=4",
+    "tasks.family_heldout=1",
+    "env.pools.web.target_size=2",
+    "env.pools.web.max_size=2",
+    "driver.concurrency=2",
+    "driver.sft.tasks=4",
+    "driver.sft.steps=2",
+    "driver.sft.batch_size=2",
+    "driver.heldout.episodes_per_task=1",
+    "driver.grpo.rounds=1",
+    "driver.grpo.groups_per_round=1",
+    "driver.grpo.epochs=1",
+    "sampler.group_size=2",
+    "wandb.mode=offline",
+]
+
+
+@pytest.mark.timeout(900)  # its own guard is the 720 s wait below
+def test_train_the_real_model_through_every_phase(tmp_path):
+    """``experiment=smol`` end to end on the pretrained model: held-out eval, SFT on golden replays, a GRPO round,
+    held-out evals, with the weights broadcast to the vLLM engine after SFT and the round and each trajectory
+    recording the version that sampled it."""
+    run = tmp_path / "smol"
+    run.mkdir()
+    proc = _train(run, base=SMOL_SMALL)
+    assert proc.wait(timeout=720) == 0, (run.parent / "smol-0.log").read_text()[-3000:]
+    report = json.loads((run / "report.json").read_text())
+    for key in ("heldout_success_before", "heldout_success_sft", "heldout_success_rl"):
+        assert 0.0 <= report[key] <= 1.0
+    assert report["heldout_mean_steps_sft"] >= 1 and report["rounds"] == 1
+    sft = [r for p in (run / "trajectories" / "sft").glob("*.parquet") for r in pq.read_table(p).to_pylist()]
+    assert len(sft) == 4 and all(r["success"] for r in sft)  # the golden replays through the same harness
+    rl = [
+        r["policy_version"]
+        for p in (run / "trajectories" / "rl").rglob("*.parquet")
+        for r in pq.read_table(p, columns=["policy_version"]).to_pylist()
+    ]
+    assert rl and set(rl) == {1}  # sampled by the weights SFT broadcast
+    assert report["policy_version"] >= 1

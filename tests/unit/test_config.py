@@ -54,6 +54,19 @@ def test_every_config_composes_and_validates(entry, backends, experiment):
     validate_manager_config(cfg.env)
 
 
+def test_an_experiments_training_settings_reach_cli_train_only():
+    """conf/train_recipe/NAME.yaml is what ``cli.train experiment=NAME`` adds (trainer and driver keys, which the
+    other entry points do not have); every recipe belongs to an experiment."""
+    experiments = {p.stem for p in (CONF / "experiment").glob("*.yaml")}
+    assert {p.stem for p in (CONF / "train_recipe").glob("*.yaml")} <= experiments
+    smol = _compose("experiment=smol", name="train")
+    assert smol.trainer.trainable_layers == 8 and smol.trainer.autocast == "bf16"
+    assert smol.policy.engine.model == "smollm2-135m" and smol.tasks.family_ids == "random"
+    plain = _compose(name="train")
+    assert plain.trainer.trainable_layers == 0 and plain.policy.engine.model == "tiny-text"
+    assert _compose("experiment=smol", name="eval").policy.engine.model == "smollm2-135m"
+
+
 @pytest.mark.parametrize(("entry", "schema"), [("synth", SynthConfig), ("diagnose", DiagnoseConfig)])
 def test_synth_and_diagnose_configs_compose(entry, schema):
     cfg = _compose(name=entry)

@@ -59,7 +59,7 @@ def test_readme_is_a_guide() -> None:
     text = (ROOT / "README.md").read_text()
     assert len(text.encode()) <= 10 * 1024
     # .ci/run and new users depend on these two commands, verbatim.
-    assert "bash scripts/setup.sh && .venv/bin/python -m maigym_ray.cli.train experiment=debug" in text
+    assert "bash scripts/setup.sh && .venv/bin/python -m maigym_ray.cli.train experiment=smol" in text
     assert "\nbash scripts/test.sh\n" in text
     for heading in (
         "## Install",

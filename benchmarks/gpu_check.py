@@ -126,35 +126,22 @@ def build_model(size: Size, device: torch.device, dtype: torch.dtype, grad_ckpt:
     """A random-init Qwen2 (or, with ``size.arch`` "llama", Llama) causal LM on ``device`` (no download)."""
     from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
 
-    if size.arch == "llama":
+    shape = {
+        "vocab_size": size.vocab,
+        "hidden_size": size.hidden,
+        "intermediate_size": size.intermediate,
+        "num_hidden_layers": size.layers,
+        "num_attention_heads": size.heads,
+        "num_key_value_heads": size.kv_heads,
+        "tie_word_embeddings": True,
+        "use_cache": False,
+    }
+    if size.arch == "llama":  # SmolLM2's settings
         cfg = LlamaConfig(
-            vocab_size=size.vocab,
-            hidden_size=size.hidden,
-            intermediate_size=size.intermediate,
-            num_hidden_layers=size.layers,
-            num_attention_heads=size.heads,
-            num_key_value_heads=size.kv_heads,
-            head_dim=64,
-            max_position_embeddings=8192,
-            rope_theta=100000.0,
-            rms_norm_eps=1e-5,
-            tie_word_embeddings=True,
-            use_cache=False,
+            **shape, head_dim=64, max_position_embeddings=8192, rope_theta=100000.0, rms_norm_eps=1e-5
         )
-    else:
-        cfg = Qwen2Config(
-            vocab_size=size.vocab,
-            hidden_size=size.hidden,
-            intermediate_size=size.intermediate,
-            num_hidden_layers=size.layers,
-            num_attention_heads=size.heads,
-            num_key_value_heads=size.kv_heads,
-            max_position_embeddings=32768,
-            rope_theta=1e6,
-            rms_norm_eps=1e-6,
-            tie_word_embeddings=True,
-            use_cache=False,
-        )
+    else:  # Qwen2.5's
+        cfg = Qwen2Config(**shape, max_position_embeddings=32768, rope_theta=1e6, rms_norm_eps=1e-6)
     torch.manual_seed(0)
     # Built in float32 on CPU and then moved: avoids the torch_dtype/dtype keyword, which differs between
     # transformers 4.x and 5.x.

@@ -12,6 +12,7 @@ The template is rendered in Jinja's immutable sandbox, as transformers does: it 
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from maigym_ray.errors import ConfigError
 _SYS, _USER, _USER2, _REPLY = "\x01S\x01", "\x01U\x01", "\x01V\x01", "\x01R\x01"
 
 
+# Cached: every episode builds its policy (rollout.make_policy), and a model's template does not change.
+@functools.lru_cache(maxsize=8)
 def model_template(model_dir: str | Path) -> str:
     """The chat template of a model directory (``chat_template.jinja``, else ``tokenizer_config.json``'s)."""
     d = Path(model_dir)
@@ -40,6 +43,7 @@ def _escape(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
+@functools.lru_cache(maxsize=8)
 def from_template(template: str) -> tuple[str, str, str]:
     """(system turn, user turn, assistant opener) of ``template``; each turn holds ``{text}``."""
     from jinja2.exceptions import TemplateError

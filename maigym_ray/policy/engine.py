@@ -199,7 +199,7 @@ class EngineActor:
         return {"model": self.model_dir, "start_s": time.perf_counter() - t0, "max_model_len": self.max_len}
 
     def _is_vl(self) -> bool:
-        cfg = json.loads((Path(resolve_model(self.cfg.model)) / "config.json").read_text())
+        cfg = json.loads((Path(self.model_dir or resolve_model(self.cfg.model)) / "config.json").read_text())
         return "vision_config" in cfg
 
     async def generate(

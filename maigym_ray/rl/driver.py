@@ -115,8 +115,19 @@ class HeldoutConfig:
 
     #: episodes per held-out task.
     episodes_per_task: int = 8
+    #: episodes per held-out task of the eval before training (0 = ``episodes_per_task``). A pretrained model
+    #: that has not learnt the action format yet runs every episode to its step cap, so this eval is the
+    #: costliest of the three, while the lift the job reports (RL against SFT) does not use it.
+    before_episodes_per_task: int = 0
     #: sampling temperature of the evals (the policy's other sampling settings apply).
     temperature: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.episodes_per_task < 1 or self.before_episodes_per_task < 0:
+            raise ConfigError(
+                f"heldout.episodes_per_task={self.episodes_per_task} (need >= 1), "
+                f"heldout.before_episodes_per_task={self.before_episodes_per_task} (need >= 0)"
+            )
 
 
 @dataclass
@@ -369,7 +380,7 @@ class Driver:
         work = [
             ((t.id, j), t, self._platform(t, j))
             for t in self.test_tasks
-            for j in range(self.cfg.heldout.episodes_per_task)
+            for j in range(self._heldout_episodes(label))
         ]
         done = await self._rollouts(work, policy, f"held-out {label}")
         self._store(f"eval-{label}", [f.trajectory for f in done])
@@ -389,6 +400,12 @@ class Driver:
         return heldout
 
     # -- pieces -------------------------------------------------------------------------------------------
+    def _heldout_episodes(self, label: str) -> int:
+        heldout = self.cfg.heldout
+        if label == "before" and heldout.before_episodes_per_task:
+            return heldout.before_episodes_per_task
+        return heldout.episodes_per_task
+
     def _update(self, seqs: list[PackedSequence]) -> dict[str, float]:
         """``epochs`` passes of ``updates_per_round`` optimizer steps over mini-batches of whole episodes;
         stats averaged over the steps (tokens and seconds summed)."""
@@ -569,6 +586,7 @@ class Driver:
             "rl_tasks": len(self.rl_tasks),
             "heldout_tasks": len(self.test_tasks),
             "heldout_episodes_per_task": self.cfg.heldout.episodes_per_task,
+            "heldout_episodes_per_task_before": self._heldout_episodes("before"),
             "policy_version": self.state.version,
             "history": self.state.history,
         }

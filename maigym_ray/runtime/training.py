@@ -50,48 +50,64 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict[str, Any]:
         session.shutdown_ray()
 
 
+async def start_roles(session: Any, cfg: TrainConfig, tasks: list) -> dict[str, Any]:
+    """Brings up the roles the driver runs over (the EnvManager warm with ``tasks``, the engines, the trainer
+    group); returns them as the driver's ``roles``."""
+    from maigym_ray.policy.engine import resolve_model
+
+    manager, engines = await session.start(tasks)
+    trainer = await asyncio.to_thread(
+        session.start_trainer, resolve_model(cfg.policy.engine.model), cfg.trainer, cfg.driver.seed
+    )
+    sync = cfg.topology.weight_sync
+    return {
+        "manager": manager,
+        "engines": engines,
+        "trainer": trainer,
+        "task_options": session.placement.rollout_task(),
+        "sync_backend": sync.backend,
+        "bucket_mb": sync.bucket_mb,
+        "colocated": cfg.topology.mode == "colocated",
+    }
+
+
+def driver_args(
+    cfg: TrainConfig,
+    train_tasks: list,
+    test_tasks: list,
+    run_dir: Path,
+    roles: dict[str, Any],
+    rl_tasks: list,
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The driver's constructor arguments (args, kwargs) for ``cfg`` over ``roles``."""
+    args = (
+        cfg.driver,
+        cfg.policy,
+        cfg.trainer,
+        cfg.sampler,
+        cfg.env,
+        train_tasks,
+        test_tasks,
+        str(run_dir),
+        cfg.wandb.mode,
+        cfg.wandb.project,
+        roles,
+    )
+    return args, {"rl_tasks": rl_tasks}
+
+
 async def _run(
     session: Any, cfg: TrainConfig, train_tasks: list, test_tasks: list, run_dir: Path, rl_tasks: list
 ) -> Any:
     import ray
 
-    from maigym_ray.policy.engine import resolve_model
     from maigym_ray.rl.driver import Driver
 
     try:
         extra = [t for t in rl_tasks if t.split != cfg.train_split]
-        manager, engines = await session.start([*train_tasks, *extra, *test_tasks])
-        trainer = await asyncio.to_thread(
-            session.start_trainer, resolve_model(cfg.policy.engine.model), cfg.trainer, cfg.driver.seed
-        )
-        sync = cfg.topology.weight_sync
-        roles = {
-            "manager": manager,
-            "engines": engines,
-            "trainer": trainer,
-            "task_options": session.placement.rollout_task(),
-            "sync_backend": sync.backend,
-            "bucket_mb": sync.bucket_mb,
-            "colocated": cfg.topology.mode == "colocated",
-        }
-        driver = (
-            ray.remote(Driver)
-            .options(**session.driver_options())
-            .remote(
-                cfg.driver,
-                cfg.policy,
-                cfg.trainer,
-                cfg.sampler,
-                cfg.env,
-                train_tasks,
-                test_tasks,
-                str(run_dir),
-                cfg.wandb.mode,
-                cfg.wandb.project,
-                roles,
-                rl_tasks=rl_tasks,
-            )
-        )
+        roles = await start_roles(session, cfg, [*train_tasks, *extra, *test_tasks])
+        args, kwargs = driver_args(cfg, train_tasks, test_tasks, run_dir, roles, rl_tasks)
+        driver = ray.remote(Driver).options(**session.driver_options()).remote(*args, **kwargs)
         return await driver.run.remote()
     finally:
         await session.stop()

@@ -166,7 +166,7 @@ def test_train_with_the_deepspeed_strategy(tmp_path):
     assert (latest / "latest").exists()  # DeepSpeed's checkpoint tag file
 
 
-# The README's main job (experiment=smol: SmolLM2-135M-Instruct, bf16 autocast, the top 8 layers) at the
+# The README's main job (experiment=smol: SmolLM2-135M-Instruct, every layer trained under bf16 autocast) at the
 # smallest size that still runs every phase: two held-out instances, four demonstrations, one round.
 SMOL_SMALL = [
     "experiment=smol",

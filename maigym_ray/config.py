@@ -23,9 +23,9 @@ from maigym_ray.envs.config import (
     ShardingConfig,
     WebBackendConfig,
     check_choice,
-    validate_manager_config,
     validate_sharding,
 )
+from maigym_ray.envs.validation import validate_manager_config
 from maigym_ray.generation import SamplingConfig
 from maigym_ray.harness.action_space import ActionSpaceConfig
 from maigym_ray.harness.history import HistoryConfig

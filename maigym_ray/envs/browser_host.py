@@ -14,24 +14,12 @@ import os
 import uuid
 from typing import Any
 
-from maigym_ray.envs.backends.chromium import CHROMIUM_FLAGS, find_chromium
+from maigym_ray.envs.backends.chromium import launch_chromium
 from maigym_ray.errors import BackendError
 from maigym_ray.types import Action
 
 # Playwright is imported inside the methods: env actors deserialize this actor's handle (which imports this
 # module) and must not pay for Playwright in every instance's process.
-
-
-async def launch_chromium(pw: Any, executable: str = "") -> Any:
-    """Debian's Chromium through Playwright (pipe transport, no download, no listening port)."""
-    from playwright.async_api import Error as PlaywrightError
-
-    try:
-        return await pw.chromium.launch(
-            executable_path=find_chromium(executable), args=list(CHROMIUM_FLAGS), headless=True
-        )
-    except PlaywrightError as exc:
-        raise BackendError(f"Chromium failed to launch: {exc}") from exc
 
 
 class BrowserHost:

@@ -23,11 +23,12 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
 from maigym_ray.envs.actor import EnvActor
-from maigym_ray.envs.config import BROWSER_BACKENDS, EnvManagerConfig, PoolConfig, validate_manager_config
+from maigym_ray.envs.config import BROWSER_BACKENDS, EnvManagerConfig, PoolConfig
 from maigym_ray.envs.control import ControlPlane, Instance
 from maigym_ray.envs.group import RETIRE_AFTER, EnvGroup, GroupMember
 from maigym_ray.envs.metrics import LatencyHistogram
 from maigym_ray.envs.node_services import NodeServices
+from maigym_ray.envs.validation import validate_manager_config
 from maigym_ray.errors import (
     BackendError,
     EnvTimeoutError,

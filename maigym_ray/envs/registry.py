@@ -13,6 +13,9 @@ A user's backend is added without editing the package, in any of three ways:
   after which pools say ``backend=mine``;
 - :func:`register_backend` from Python, before the manager starts.
 
+The package's own test double, the ``fake`` kind (maigym_ray/testing/fake_backend.py), comes in the second way,
+through this package's entry point: production code never imports the fakes.
+
 The EnvActor only ever calls :func:`build_backend`; there is no per-kind branch anywhere else.
 """
 
@@ -79,19 +82,11 @@ def build_desktop(
     return DesktopBackend(pool.desktop, apps_handle(apps, app_bind, node), build_provider(pool.desktop))
 
 
-def build_fake(pool: PoolConfig, apps: list[str], app_bind: str = "127.0.0.1", node: Any = None) -> Backend:
-    """``fake``: tests and fault drills (no device, scripted screens, injected faults)."""
-    from maigym_ray.testing.fake_backend import FakeBackend
-
-    return FakeBackend(pool.fake, pool.platform)
-
-
 #: Backend kinds by name: a builder, or its ``"module:function"`` (imported on first use).
 BACKENDS: dict[str, BackendBuilder | str] = {
     "web": build_web,
     "android": build_android,
     "desktop": build_desktop,
-    "fake": build_fake,
     "miniwob": "maigym_ray.suites.miniwob:build_backend",
     "osworld": "maigym_ray.suites.osworld:build_backend",
 }

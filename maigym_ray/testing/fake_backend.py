@@ -190,3 +190,9 @@ def fake_task(
         golden=('click(id="1")', f'answer(text="{answer}")', 'terminate(status="success")'),
         max_steps=max_steps,
     )
+
+
+def build_fake(pool: Any, apps: list[str], app_bind: str = "127.0.0.1", node: Any = None) -> FakeBackend:
+    """The ``fake`` backend kind's builder (envs/registry.py; registered by this package's entry point in the
+    ``maigym_ray.backends`` group): no device, scripted screens, injected faults."""
+    return FakeBackend(pool.fake, pool.platform)

@@ -31,8 +31,9 @@ FORBIDDEN = {
 }
 
 
-def _imports(path: Path) -> set[str]:
-    """The dotted maigym_ray modules ``path`` imports (``from maigym_ray import x`` counts as maigym_ray.x)."""
+def _imports(path: Path, names: bool = False) -> set[str]:
+    """The dotted maigym_ray modules ``path`` imports (``from maigym_ray import x`` counts as maigym_ray.x);
+    with ``names``, also ``m.x`` for every ``from m import x`` (x may be a submodule)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
@@ -42,6 +43,8 @@ def _imports(path: Path) -> set[str]:
                 found |= {f"maigym_ray.{a.name}" for a in node.names}
             elif node.module.startswith("maigym_ray."):
                 found.add(node.module)
+                if names:  # each name may be a submodule (from pkg import mod)
+                    found |= {f"{node.module}.{a.name}" for a in node.names}
     return found
 
 
@@ -83,3 +86,93 @@ def test_the_checker_sees_a_violation(tmp_path: Path) -> None:
     assert _violations("envs", tmp_path / "maigym_ray") == [
         "maigym_ray/envs/bad.py imports maigym_ray.harness"
     ]
+
+
+def _module(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (a name resolves to its longest existing module prefix)."""
+    paths = {_module(p, root): p for p in root.rglob("*.py")}
+
+    def resolve(name: str) -> str | None:
+        while name and name not in paths:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for mod, path in paths.items():
+        found = {resolve(name) for name in _imports(path, names=True)}
+        graph[mod] = {m for m in found if m and m != mod}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected sets of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                scc = []
+                while True:
+                    m = stack.pop()
+                    on_stack.discard(m)
+                    scc.append(m)
+                    if m == node:
+                        break
+                if len(scc) > 1:
+                    out.append(sorted(scc))
+    return out
+
+
+def test_no_two_modules_import_each_other_even_lazily() -> None:
+    # a cycle, even through a function-level import, means neither module can be understood (or moved) alone
+    assert _cycles(_import_graph()) == []
+
+
+def test_the_cycle_checker_sees_a_cycle_through_a_lazy_import(tmp_path: Path) -> None:
+    pkg = tmp_path / "maigym_ray" / "envs"
+    pkg.mkdir(parents=True)
+    (pkg / "a.py").write_text("from maigym_ray.envs.b import x\n")
+    (pkg / "b.py").write_text("def x():\n    from maigym_ray.envs import a\n")
+    (pkg / "c.py").write_text("from maigym_ray.envs.a import y\n")
+    assert _cycles(_import_graph(tmp_path / "maigym_ray")) == [["maigym_ray.envs.a", "maigym_ray.envs.b"]]
+
+
+def test_production_code_never_imports_the_fakes() -> None:
+    # the fakes (maigym_ray/testing/) reach the registries the way a user's plug-in does (the fake backend
+    # through this package's entry point), so nothing outside testing/ depends on them
+    found = [
+        f"{p.relative_to(ROOT.parent)} imports {m}"
+        for p in sorted(ROOT.rglob("*.py"))
+        if _layer(p) != "testing"
+        for m in sorted(_imports(p))
+        if m.split(".")[:2] == ["maigym_ray", "testing"]
+    ]
+    assert found == []

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 from maigym_ray.errors import BackendError
 
@@ -58,3 +59,15 @@ def find_chromium(explicit: str = "") -> str:
     raise BackendError(
         "no Chromium found: run scripts/setup.sh (apt-get install chromium-headless-shell) or set MAIGYM_CHROMIUM"
     )
+
+
+async def launch_chromium(pw: Any, executable: str = "") -> Any:
+    """Debian's Chromium through Playwright (pipe transport, no download, no listening port)."""
+    from playwright.async_api import Error as PlaywrightError
+
+    try:
+        return await pw.chromium.launch(
+            executable_path=find_chromium(executable), args=list(CHROMIUM_FLAGS), headless=True
+        )
+    except PlaywrightError as exc:
+        raise BackendError(f"Chromium failed to launch: {exc}") from exc

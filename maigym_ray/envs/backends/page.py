@@ -345,7 +345,7 @@ class LocalPage:
     async def open(self, **driver_args: Any) -> None:
         from playwright.async_api import async_playwright
 
-        from maigym_ray.envs.browser_host import launch_chromium
+        from maigym_ray.envs.backends.chromium import launch_chromium
 
         self._pw = await async_playwright().start()
         self._browser = await launch_chromium(self._pw, self.executable)

@@ -3,18 +3,47 @@ bearer token (the agent's process and its command line are in agent.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
-if TYPE_CHECKING:
-    from maigym_ray.envs.desktop.agent import Agent
+
+class AgentAPI(Protocol):
+    """What the routes call of the agent (:class:`~maigym_ray.envs.desktop.agent.Agent`). A Protocol, not an
+    import: agent.py serves this module's app, so importing it here would make the two modules a cycle."""
+
+    token: str
+    home: Path
+    settle_timeout_s: float
+    browser: Any  # a GuestBrowser
+    _lock: asyncio.Lock  # the agent's one-operation-at-a-time lock, which the browser routes take too
+
+    async def screenshot(self) -> bytes: ...
+    async def observe(self, screenshot: bool = True) -> dict[str, Any]: ...
+    async def act(self, a: dict[str, Any]) -> str: ...
+    async def back(self) -> str: ...
+    async def launch(self, app: str, url: str = "", path: str = "") -> str: ...
+    async def reset_session(
+        self, restore_home: bool = True, keep_browser: bool = True, url: str = ""
+    ) -> None: ...
+    async def run_command(
+        self,
+        argv: list[str] | str,
+        timeout_s: float = 30.0,
+        shell: bool = False,
+        cwd: str = "",
+        stdin: str = "",
+    ) -> dict[str, Any]: ...
+    def resolve(self, path: str) -> Path | None: ...
+    def files(self, max_bytes: int = 65536, hidden: bool = False) -> list[dict[str, str]]: ...
+    def _give_home_to_terminal(self) -> None: ...
 
 
-def make_app(agent: Agent) -> web.Application:
+def make_app(agent: AgentAPI) -> web.Application:
     """The aiohttp application serving ``agent`` (bearer-token auth on every route)."""
     expected = f"Bearer {agent.token}".encode()
 

@@ -136,6 +136,8 @@ def main() -> int:
         "seeds": 0,
         "quick": args.quick,
         "novel_apps": dict.fromkeys(("before", "after", "steps_before", "steps_after")),
+        # MiniWoB++ per task (before, SFT, RL): no part measures it yet, and the null says so
+        "miniwob": None,
         "ablations": dict.fromkeys(
             (
                 "window_vs_step_update_s",

@@ -58,7 +58,7 @@ async def test_user_backend_runs_through_the_env_actor(example_on_path, by):
 
 
 def test_unknown_kinds_and_clashes_are_config_errors(example_on_path):
-    with pytest.raises(ConfigError, match="available: web, android, desktop, fake, miniwob, osworld"):
+    with pytest.raises(ConfigError, match="available: web, android, desktop, miniwob, osworld, fake"):
         registry.check_backend("fax")
     with pytest.raises(ConfigError, match="cannot import"):
         registry.check_backend("no_such_module:build")

@@ -60,7 +60,7 @@ def test_an_experiments_training_settings_reach_cli_train_only():
     experiments = {p.stem for p in (CONF / "experiment").glob("*.yaml")}
     assert {p.stem for p in (CONF / "train_recipe").glob("*.yaml")} <= experiments
     smol = _compose("experiment=smol", name="train")
-    assert smol.trainer.trainable_layers == 8 and smol.trainer.autocast == "bf16"
+    assert smol.trainer.autocast == "bf16" and smol.trainer.token_budget == 4096
     assert smol.policy.engine.model == "smollm2-135m" and smol.tasks.family_ids == "random"
     plain = _compose(name="train")
     assert plain.trainer.trainable_layers == 0 and plain.policy.engine.model == "tiny-text"
@@ -93,7 +93,7 @@ def test_unknown_key_is_an_error(tmp_path):
 
 def test_unknown_backend_lists_choices():
     cfg = EnvManagerConfig(pools={"x": PoolConfig(backend="fax")})
-    with pytest.raises(ConfigError, match="available: web, android, desktop, fake, miniwob, osworld"):
+    with pytest.raises(ConfigError, match="available: web, android, desktop, miniwob, osworld, fake"):
         validate_manager_config(cfg)
 
 

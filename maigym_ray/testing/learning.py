@@ -44,18 +44,21 @@ LABELS = ("OK", "Cancel", "Save", "Delete", "Next", "Back", "Send", "Close", "He
 HELDOUT_SEED0 = 1_000_000
 
 
-def fake_pick_task(seed: int, buttons: int = 3, ids: str = "per_label", cite_id: bool = False) -> TaskSpec:
+def fake_pick_task(
+    seed: int, buttons: int = 3, ids: str = "per_label", cite_id: bool = False, labels: int = len(LABELS)
+) -> TaskSpec:
     """Instance ``seed`` of the ``fake-pick`` family (held out from ``HELDOUT_SEED0`` on). ``ids``: "random"
     (new two-digit ids every instance: the id must be read off the screen) or "per_label" (a button's id
-    follows from its label, ``b<label index>``: an association); ``cite_id`` names the id in the task."""
+    follows from its label, ``b<label index>``: an association); ``cite_id`` names the id in the task;
+    ``labels``: the buttons' labels are drawn from the first N of LABELS (fewer: fewer associations to learn)."""
     rng = random.Random(f"fake-pick:{seed}")
-    labels = rng.sample(LABELS, buttons)
+    labels_ = rng.sample(LABELS[:labels], buttons)
     numbers = rng.sample(range(10, 100), buttons)  # drawn either way: the instances do not depend on ``ids``
     if ids == "per_label":
-        numbers = [LABELS.index(lab) for lab in labels]
+        numbers = [LABELS.index(lab) for lab in labels_]
     ids_ = [f"b{n}" for n in numbers]
     target = rng.randrange(buttons)
-    screen = "\n".join(f'[{i}] button "{lab}"' for i, lab in zip(ids_, labels, strict=True))
+    screen = "\n".join(f'[{i}] button "{lab}"' for i, lab in zip(ids_, labels_, strict=True))
     checks: list[dict[str, Any]] = [
         {"op": "exists", "app": "fake", "path": "clicked", "match": {"id": ids_[target]}}
     ]
@@ -66,7 +69,7 @@ def fake_pick_task(seed: int, buttons: int = 3, ids: str = "per_label", cite_id:
     ]
     return TaskSpec(
         id=f"fake-pick-{seed}",
-        instruction=f"Press “{labels[target]}”" + (f" ({ids_[target]})." if cite_id else "."),
+        instruction=f"Press “{labels_[target]}”" + (f" ({ids_[target]})." if cite_id else "."),
         apps=("fake",),
         platforms=("web",),
         initial_state={"fake": {"screens": [screen, "Done."]}},

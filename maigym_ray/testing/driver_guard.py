@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from maigym_ray.testing.learning import HELDOUT_SEED0, LABELS, fake_pick_task
+from maigym_ray.testing.learning import HELDOUT_SEED0, LABELS, PICK_SYSTEM, fake_pick_task
 from maigym_ray.types import TaskSpec
 
 
@@ -76,9 +76,9 @@ def guard_config(**sections: Any) -> Any:
         policy=PolicyConfig(
             kind="engine",
             engine=EngineConfig(model="tiny-text", max_model_len=1024),
-            # the two actions the family needs: the system turn that documents every web action slows the
+            # the family's own short system turn, as the in-process guard's: the harness's built-in turn slows the
             # tiny model's label-to-id learning several times (docs/experiments/2026-12-02-learning-guard.md)
-            prompt=PromptConfig(repeat_task=True, actions=["click", "terminate"]),
+            prompt=PromptConfig(repeat_task=True, actions=["click", "terminate"], system=PICK_SYSTEM),
             sampling=SamplingConfig(max_tokens=16),
         ),
         trainer=TrainerConfig(lr=5e-4, aggregation="seq_mean_token_mean"),

@@ -80,21 +80,17 @@ def fake_pick_task(
     )
 
 
-class CompactPromptBuilder(PromptBuilder):
-    """The harness's prompt with a system turn that lists only the two actions ``fake-pick`` needs.
-
-    The harness's system turn documents every web action (about 420 of a first step's 444 tokens); the tiny
-    model then needs about 200 SFT steps on 64 demos before its reply attends to the label that decides the
-    id, and it learns that step abruptly (held-out 0.21 after 140 steps, 0.85 after 200). With the compact
-    turn (about 60 tokens) it learns the label-to-id association several times sooner, and every update is
-    cheaper (docs/experiments/2026-12-02-learning-guard.md)."""
-
-    def system_text(self, task: TaskSpec, platform: str) -> str:
-        return (
-            'Elements are listed as [id] role "name".\n'
-            'Reply with one action: click(id="ID") or terminate(status="success").\n'
-            f"Task: {task.instruction}"
-        )
+#: The ``fake-pick`` family's system turn (``PromptConfig.system``): the two actions it needs and the task.
+#: The harness's built-in turn documents every web action (about 420 of a first step's 444 tokens); the tiny
+#: model then needs about 200 SFT steps on 64 demos before its reply attends to the label that decides the id,
+#: and it learns that step abruptly (held-out 0.21 after 140 steps, 0.85 after 200). With this turn (about 60
+#: tokens) it learns the label-to-id association several times sooner, and every update is cheaper
+#: (docs/experiments/2026-12-02-learning-guard.md).
+PICK_SYSTEM = (
+    'Elements are listed as [id] role "name".\n'
+    'Reply with one action: click(id="ID") or terminate(status="success").\n'
+    "Task: {task}"
+)
 
 
 class TorchEngine:
@@ -222,7 +218,7 @@ class LearningConfig:
     buttons: int = 3
     ids: str = "per_label"
     cite_id: bool = False
-    #: "full" (the harness's system prompt, every web action) or "compact" (:class:`CompactPromptBuilder`).
+    #: "full" (the harness's system prompt, every web action) or "compact" (:data:`PICK_SYSTEM`).
     prompt: str = "compact"
     seed: int = 0
     # The breakages the CI test must catch: each one, set, must take the lift away.
@@ -250,8 +246,8 @@ class LearningRun:
         end = tok.token_to_id("<|im_end|>")
         self.end_ids = (end,)
         self.history = HistoryConfig()
-        builder = {"full": PromptBuilder, "compact": CompactPromptBuilder}[cfg.prompt]
-        self.builder = builder(self.encode, PromptConfig(repeat_task=True))
+        system = {"full": "", "compact": PICK_SYSTEM}[cfg.prompt]
+        self.builder = PromptBuilder(self.encode, PromptConfig(repeat_task=True, system=system))
         model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
         self.trainer = TorchTrainer(
             model, TrainerConfig(lr=cfg.lr, kl_coef=cfg.kl_coef, aggregation="seq_mean_token_mean")

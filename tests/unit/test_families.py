@@ -121,12 +121,17 @@ def test_fake_pick_instances_verify_the_golden_click_only() -> None:
 
 
 def test_the_compact_fake_pick_prompt_keeps_the_task_and_only_the_actions_the_family_needs() -> None:
-    from maigym_ray.harness.prompt import PromptBuilder
-    from maigym_ray.testing.learning import CompactPromptBuilder, fake_pick_task
+    from maigym_ray.harness.prompt import PromptBuilder, PromptConfig
+    from maigym_ray.testing.learning import PICK_SYSTEM, fake_pick_task
 
     t = fake_pick_task(3)
     full = PromptBuilder(str.split).system_text(t, "web")
-    compact = CompactPromptBuilder(str.split).system_text(t, "web")
+    compact = PromptBuilder(str.split, PromptConfig(system=PICK_SYSTEM)).system_text(t, "web")
+    assert compact == (
+        'Elements are listed as [id] role "name".\n'
+        'Reply with one action: click(id="ID") or terminate(status="success").\n'
+        f"Task: {t.instruction}"
+    )
     assert compact.endswith(f"Task: {t.instruction}")
     assert "click(id=" in compact and "terminate(" in compact
     assert "scroll(" in full and "scroll(" not in compact

@@ -7,7 +7,7 @@ import pytest
 from maigym_ray.actions import parse_action
 from maigym_ray.errors import ActionParseError, ConfigError
 from maigym_ray.harness.model_policy import action_text
-from maigym_ray.harness.prompt import ACTION_DOCS, PromptBuilder, PromptConfig
+from maigym_ray.harness.prompt import ACTION_DOCS, COMPACT_SYSTEM, PromptBuilder, PromptConfig
 from maigym_ray.types import Action, Observation, TaskSpec
 
 pytestmark = pytest.mark.unit
@@ -65,6 +65,36 @@ def test_prompt_lists_only_the_configured_actions():
         TASK, "mobile_web"
     )
     assert "hotkey(" not in mobile and "terminate(" in mobile
+
+
+def test_system_template_replaces_the_built_in_turn():
+    cfg = PromptConfig(actions=["click", "terminate"], system=COMPACT_SYSTEM)
+    compact = PromptBuilder(char_encode, cfg).system_text(TASK, "mobile_web")
+    full = PromptBuilder(char_encode, PromptConfig(actions=["click", "terminate"])).system_text(
+        TASK, "mobile_web"
+    )
+    assert (
+        compact.endswith("Task: Archive Carol's email.")
+        and "- click(" in compact
+        and "- terminate(" in compact
+    )
+    assert "type(" not in compact and len(compact) < 0.7 * len(full)
+    custom = PromptConfig(system="On a {platform}: {task}")
+    assert (
+        PromptBuilder(char_encode, custom).system_text(TASK, "mobile_web")
+        == "On a mobile web: Archive Carol's email."
+    )
+    # the built-in turn is the default template
+    assert PromptBuilder(char_encode).system_text(TASK, "web").startswith("You operate a web device")
+
+
+def test_bad_system_template():
+    with pytest.raises(ConfigError, match=r"unknown fields \['goal'\]"):
+        PromptConfig(system="Do {goal}")
+    with pytest.raises(ConfigError, match="never sees the task"):
+        PromptConfig(system="Reply with one action: {actions}")
+    # with the task restated in every observation turn, the system turn may leave it out
+    assert PromptConfig(system="Reply with one action: {actions}", repeat_task=True).system
 
 
 @pytest.mark.parametrize(

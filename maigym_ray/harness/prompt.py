@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from maigym_ray.actions import ACTIONS, PLATFORM_ACTIONS
 from maigym_ray.errors import ConfigError
 from maigym_ray.harness.chat_template import from_template
+from maigym_ray.plugins import Registry
 from maigym_ray.types import Observation, TaskSpec
 
 ACTION_DOCS: dict[str, str] = {
@@ -58,26 +59,15 @@ class ChatFormat:
     image: str = "<image>"
 
 
-#: Chat formats by name: ChatML (Qwen, the tiny models), Llama 3, Gemma, and Mistral's [INST] format (which has
-#: no system turn, so the system text opens the first user turn's block).
-CHAT_FORMATS: dict[str, ChatFormat] = {
-    "chatml": ChatFormat(),
-    "llama3": ChatFormat(
-        system="<|start_header_id|>system<|end_header_id|>\n\n{text}<|eot_id|>",
-        user="<|start_header_id|>user<|end_header_id|>\n\n{text}<|eot_id|>",
-        assistant_open="<|start_header_id|>assistant<|end_header_id|>\n\n",
-        image="<|image|>",
-    ),
-    "gemma": ChatFormat(
-        system="<start_of_turn>user\n{text}<end_of_turn>\n",
-        user="<start_of_turn>user\n{text}<end_of_turn>\n",
-        assistant_open="<start_of_turn>model\n",
-        image="<start_of_image>",
-    ),
-    "mistral": ChatFormat(
-        system="[INST] {text} [/INST]", user="[INST] {text} [/INST]", assistant_open="", image="[IMG]"
-    ),
-}
+def _accept(name: str, obj: object) -> ChatFormat:
+    if not isinstance(obj, ChatFormat):
+        raise ConfigError(f"chat format {name!r} is a {type(obj).__name__}, not a ChatFormat")
+    return obj
+
+
+#: Chat formats by name (entry-point group ``maigym_ray.chat_formats``): chatml, llama3, gemma and mistral
+#: (harness/chat_formats.py), and any a package adds.
+CHAT_FORMATS: Registry[ChatFormat] = Registry("chat_formats", "chat format", _accept)
 
 
 @dataclass
@@ -104,7 +94,7 @@ class ChatConfig:
             system, user, opener = from_template(template)
             base = ChatFormat(system=system, user=user, assistant_open=opener)
         elif self.format in CHAT_FORMATS:
-            base = CHAT_FORMATS[self.format]
+            base = CHAT_FORMATS.load(self.format)
         else:
             raise ConfigError(f"chat.format={self.format!r}: choose auto or one of {', '.join(CHAT_FORMATS)}")
         fmt = ChatFormat(

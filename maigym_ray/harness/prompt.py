@@ -11,6 +11,7 @@ from __future__ import annotations
 import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from maigym_ray.actions import ACTIONS, PLATFORM_ACTIONS
 from maigym_ray.errors import ConfigError
@@ -47,6 +48,13 @@ DEFAULT_SYSTEM = (
 COMPACT_SYSTEM = 'Elements are listed as [id] role "name".\nReply with one action:\n{actions}\nTask: {task}'
 #: The fields a system template may use.
 SYSTEM_FIELDS = frozenset({"platform", "actions", "task"})
+
+
+class Segment(NamedTuple):
+    """One rendered part of a prompt: its text and the token ids of exactly that text (never re-tokenised)."""
+
+    text: str
+    ids: list[int]
 
 
 @dataclass(frozen=True)
@@ -188,9 +196,11 @@ class PromptBuilder:
         """The episode header (the system turn) with its chat markup."""
         return self.chat.system.format(text=self.system_text(task, platform))
 
-    def header_ids(self, task: TaskSpec, platform: str) -> list[int]:
-        """Token ids of the episode header (the system turn)."""
-        return self.encode(self.header_text(task, platform))
+    def header(self, task: TaskSpec, platform: str) -> Segment:
+        """The episode header (the system turn): its text and that text's token ids, what a model policy keeps
+        for the whole episode."""
+        text = self.header_text(task, platform)
+        return Segment(text, self.encode(text))
 
     def observation_text(self, obs: Observation, step: int, task: TaskSpec | None = None) -> str:
         """The user turn of one observation, followed by the assistant-turn opener."""
@@ -205,9 +215,10 @@ class PromptBuilder:
             lines.append(f"Task: {task.instruction}")
         return self.chat.user.format(text="\n".join(lines)) + self.chat.assistant_open
 
-    def observation_ids(self, obs: Observation, step: int, task: TaskSpec | None = None) -> list[int]:
-        """Token ids of one observation turn."""
-        return self.encode(self.observation_text(obs, step, task))
+    def observation(self, obs: Observation, step: int, task: TaskSpec | None = None) -> Segment:
+        """One observation turn: its text and that text's token ids."""
+        text = self.observation_text(obs, step, task)
+        return Segment(text, self.encode(text))
 
     def images(self, obs: Observation) -> list[bytes]:
         """The images one observation turn carries (its screenshot, when the config shows screenshots)."""

@@ -11,13 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from maigym_ray.envs.config import (
-    BROWSER_BACKENDS,
     BROWSER_MODES,
-    DESKTOP_BACKENDS,
     AndroidBackendConfig,
     DesktopBackendConfig,
     EnvManagerConfig,
-    FakeBackendConfig,
     LibvirtProviderConfig,
     PoolConfig,
     ShardingConfig,
@@ -37,9 +34,10 @@ from maigym_ray.policy.engine import EngineConfig
 class PolicyConfig:
     """The policy that acts, and for model policies how prompts, history, sampling and engines are set up."""
 
-    #: "golden" (replays golden solutions), "random" (random clicks and typing), "engine" (vLLM engine
-    #: actors started by the run), "openai" (any OpenAI-compatible server), "demo" (golden solutions as
-    #: token-in / token-out model turns: the SFT warm-up's samples).
+    #: a registered policy kind (rollout.POLICIES, entry-point group maigym_ray.policies): "golden" (replays
+    #: golden solutions), "random" (random clicks and typing), "engine" (vLLM engine actors started by the run),
+    #: "openai" (any OpenAI-compatible server), "demo" (golden solutions as token-in / token-out model turns:
+    #: the SFT warm-up's samples), or a kind a package adds.
     kind: str = "golden"
     #: seed of the random policy.
     seed: int = 0
@@ -69,9 +67,6 @@ class PolicyConfig:
     end_of_turn: str = "<|im_end|>"
 
 
-POLICY_KINDS = ("golden", "random", "engine", "openai", "demo")
-
-
 @dataclass
 class RayConfig:
     """How to reach or start Ray."""
@@ -86,14 +81,10 @@ class RayConfig:
 
 
 __all__ = [
-    "BROWSER_BACKENDS",
     "BROWSER_MODES",
-    "DESKTOP_BACKENDS",
-    "POLICY_KINDS",
     "AndroidBackendConfig",
     "DesktopBackendConfig",
     "EnvManagerConfig",
-    "FakeBackendConfig",
     "LibvirtProviderConfig",
     "PolicyConfig",
     "PoolConfig",

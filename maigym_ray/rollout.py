@@ -23,6 +23,7 @@ from maigym_ray.harness.episode import run_episode, unscored
 from maigym_ray.harness.model_policy import ModelPolicy
 from maigym_ray.harness.policy import GoldenPolicy, PolicyClient, RandomPolicy
 from maigym_ray.harness.prompt import ChatFormat, PromptBuilder
+from maigym_ray.plugins import Registry
 from maigym_ray.types import TaskSpec, Trajectory
 
 
@@ -37,14 +38,15 @@ def load_tokenizer(model_dir: str) -> Any:
     return Tokenizer.from_file(str(path))
 
 
-#: Suites whose golden solutions depend on the screen (a MiniWoB++ page draws its task at random from the
-#: seed), by task tag: the scripted policy that plays them, as "module:Class" (imported on first use).
-SCRIPTED_GOLDENS: dict[str, str] = {"miniwob": "maigym_ray.suites.miniwob_solutions:MiniwobScriptedPolicy"}
+#: Scripted golden policies of suites whose golden solutions depend on the screen (a MiniWoB++ page draws its
+#: task at random from the seed), by suite tag (entry-point group ``maigym_ray.golden_scripts``): a class whose
+#: instances play any task of that suite. Imported on first use.
+GOLDEN_SCRIPTS: Registry[type] = Registry("golden_scripts", "golden script")
 
 
 class SuiteGoldenPolicy:
     """The golden policy: a task's fixed golden actions, or for a suite task without them (its first tag in
-    :data:`SCRIPTED_GOLDENS`) that suite's scripted solution."""
+    :data:`GOLDEN_SCRIPTS`) that suite's scripted solution."""
 
     def __init__(self) -> None:
         self._golden = GoldenPolicy()
@@ -53,13 +55,10 @@ class SuiteGoldenPolicy:
 
     def _for(self, task: TaskSpec) -> Any:
         suite = task.tags[0] if task.tags else ""
-        if task.golden or suite not in SCRIPTED_GOLDENS:
+        if task.golden or suite not in GOLDEN_SCRIPTS:
             return self._golden
         if suite not in self._scripted:
-            import importlib
-
-            module, _, name = SCRIPTED_GOLDENS[suite].partition(":")
-            self._scripted[suite] = getattr(importlib.import_module(module), name)()
+            self._scripted[suite] = GOLDEN_SCRIPTS.load(suite)()
         return self._scripted[suite]
 
     async def act(self, task: TaskSpec, observation: Any, step: int, episode_id: str = "") -> Any:
@@ -88,17 +87,11 @@ def api_key_from_env(name: str) -> str:
 
 
 def check_model_settings(cfg: PolicyConfig) -> None:
-    """Fails fast (ConfigError), before any episode, on a model policy's bad chat format, context length or
-    missing API key."""
-    if cfg.kind not in ("engine", "openai", "demo"):
-        return
-    chat_format(cfg)
-    if cfg.kind == "engine":
-        from maigym_ray.policy.engine import max_model_len, resolve_model
-
-        max_model_len(cfg.engine, resolve_model(cfg.engine.model))
-    if cfg.kind == "openai":
-        api_key_from_env(cfg.openai_api_key_env)
+    """Fails fast (ConfigError), before any episode, on an unknown policy kind or the kind's bad settings (a
+    model policy's chat format, context length or missing API key)."""
+    kind = policy_kind(cfg.kind)
+    if kind.check is not None:
+        kind.check(cfg)
 
 
 def chat_format(cfg: PolicyConfig) -> ChatFormat:
@@ -114,47 +107,54 @@ def chat_format(cfg: PolicyConfig) -> ChatFormat:
         raise ConfigError(f"policy.{exc}") from exc
 
 
+@dataclass(frozen=True)
+class PolicyKind:
+    """What a policy kind registers (entry-point group ``maigym_ray.policies``; an entry point may also name a
+    bare ``build``)."""
+
+    #: ``build(cfg, engines) -> PolicyClient``: the policy, with ``engines`` the run's engine actors (or None).
+    build: Callable[[PolicyConfig, list[Any] | None], PolicyClient]
+    #: ``check(cfg)``: fails fast (ConfigError) on the kind's bad settings before any episode; None: no check.
+    check: Callable[[PolicyConfig], None] | None = None
+    #: the run starts ``policy.num_engines`` engine actors for it (and hands them to ``build``).
+    engines: bool = False
+
+
+def _accept(name: str, obj: Any) -> PolicyKind:
+    if isinstance(obj, PolicyKind):
+        return obj
+    if callable(obj):
+        return PolicyKind(build=obj)
+    raise ConfigError(f"policy kind {name!r} is a {type(obj).__name__}, not a PolicyKind or a builder")
+
+
+#: Policy kinds by name: golden, random, engine, openai and demo (this module), and any a package adds.
+POLICIES: Registry[PolicyKind] = Registry("policies", "policy.kind", _accept)
+
+
+def policy_kind(kind: str) -> PolicyKind:
+    """The registered policy kind; ConfigError listing the registered kinds when there is none."""
+    return POLICIES.load(kind)
+
+
 def make_policy(cfg: PolicyConfig, engines: list[Any] | None = None) -> PolicyClient:
-    """The policy ``cfg`` names; model policies use ``engines`` (engine actor handles) or an OpenAI server."""
-    if cfg.kind == "golden":
-        return SuiteGoldenPolicy()
-    if cfg.kind == "random":
-        return RandomPolicy(cfg.seed)
-    if cfg.kind not in ("engine", "openai", "demo"):
-        raise ConfigError(
-            f"policy.kind={cfg.kind!r} is not valid; choose one of: golden, random, engine, openai, demo"
-        )
+    """The policy ``cfg.kind`` names, built by its registered kind; model policies use ``engines`` (engine actor
+    handles) or an OpenAI server."""
+    return policy_kind(cfg.kind).build(cfg, engines)
+
+
+def _model_parts(cfg: PolicyConfig) -> tuple[Any, PromptBuilder]:
+    """A model policy's tokenizer and prompt builder."""
     from maigym_ray.policy.engine import resolve_model
 
     tok = load_tokenizer(resolve_model(cfg.engine.model))
-    chat = chat_format(cfg)
-    builder = PromptBuilder(lambda s: tok.encode(s, add_special_tokens=False).ids, cfg.prompt, chat)
-    if cfg.kind == "demo":
-        end = tok.token_to_id(cfg.end_of_turn)
-        if end is None:
-            raise ConfigError(f"policy.end_of_turn={cfg.end_of_turn!r} is not a token of {cfg.engine.model}")
-        return DemonstrationPolicy(
-            builder,
-            lambda s: tok.encode(s, add_special_tokens=False).ids,
-            lambda ids: tok.decode(ids, skip_special_tokens=True),
-            (end,),
-            cfg.history,
-        )
-    if cfg.kind == "engine":
-        from maigym_ray.policy.router import EngineRouter
+    builder = PromptBuilder(
+        lambda s: tok.encode(s, add_special_tokens=False).ids, cfg.prompt, chat_format(cfg)
+    )
+    return tok, builder
 
-        if not engines:
-            raise ConfigError("policy.kind=engine needs engine actors")
-        engine: Any = EngineRouter(engines, cfg.router, cfg.seed, cfg.generate_timeout_s)
-    else:
-        from maigym_ray.policy.openai_client import OpenAIEngine
 
-        engine = OpenAIEngine(
-            cfg.openai_base_url,
-            cfg.openai_model or cfg.engine.model,
-            tok,
-            api_key_from_env(cfg.openai_api_key_env),
-        )
+def _model_policy(cfg: PolicyConfig, engine: Any, tok: Any, builder: PromptBuilder) -> PolicyClient:
     return ModelPolicy(
         engine,
         builder,
@@ -163,6 +163,68 @@ def make_policy(cfg: PolicyConfig, engines: list[Any] | None = None) -> PolicyCl
         cfg.sampling,
         action_space=cfg.action_space,
     )
+
+
+def build_engine(cfg: PolicyConfig, engines: list[Any] | None) -> PolicyClient:
+    """``engine``: the model on the run's vLLM engine actors, every request of an episode to one engine."""
+    from maigym_ray.policy.router import EngineRouter
+
+    if not engines:
+        raise ConfigError("policy.kind=engine needs engine actors")
+    tok, builder = _model_parts(cfg)
+    return _model_policy(
+        cfg, EngineRouter(engines, cfg.router, cfg.seed, cfg.generate_timeout_s), tok, builder
+    )
+
+
+def build_openai(cfg: PolicyConfig, engines: list[Any] | None) -> PolicyClient:
+    """``openai``: any OpenAI-compatible server."""
+    from maigym_ray.policy.openai_client import OpenAIEngine
+
+    tok, builder = _model_parts(cfg)
+    engine = OpenAIEngine(
+        cfg.openai_base_url,
+        cfg.openai_model or cfg.engine.model,
+        tok,
+        api_key_from_env(cfg.openai_api_key_env),
+    )
+    return _model_policy(cfg, engine, tok, builder)
+
+
+def build_demo(cfg: PolicyConfig, engines: list[Any] | None) -> PolicyClient:
+    """``demo``: golden solutions as token-in / token-out model turns (the SFT warm-up's samples)."""
+    tok, builder = _model_parts(cfg)
+    end = tok.token_to_id(cfg.end_of_turn)
+    if end is None:
+        raise ConfigError(f"policy.end_of_turn={cfg.end_of_turn!r} is not a token of {cfg.engine.model}")
+    return DemonstrationPolicy(
+        builder,
+        lambda s: tok.encode(s, add_special_tokens=False).ids,
+        lambda ids: tok.decode(ids, skip_special_tokens=True),
+        (end,),
+        cfg.history,
+    )
+
+
+def check_engine(cfg: PolicyConfig) -> None:
+    """An engine policy's chat format and context length."""
+    from maigym_ray.policy.engine import max_model_len, resolve_model
+
+    chat_format(cfg)
+    max_model_len(cfg.engine, resolve_model(cfg.engine.model))
+
+
+def check_openai(cfg: PolicyConfig) -> None:
+    """An OpenAI policy's chat format and API key."""
+    chat_format(cfg)
+    api_key_from_env(cfg.openai_api_key_env)
+
+
+GOLDEN = PolicyKind(build=lambda cfg, engines: SuiteGoldenPolicy())
+RANDOM = PolicyKind(build=lambda cfg, engines: RandomPolicy(cfg.seed))
+ENGINE = PolicyKind(build=build_engine, check=check_engine, engines=True)
+OPENAI = PolicyKind(build=build_openai, check=check_openai)
+DEMO = PolicyKind(build=build_demo, check=chat_format)
 
 
 async def rollout(

@@ -2,46 +2,30 @@
 
 from __future__ import annotations
 
-from maigym_ray.apps.app import App
-from maigym_ray.apps.bank import BankApp
-from maigym_ray.apps.calendar import CalendarApp
-from maigym_ray.apps.contacts import ContactsApp
-from maigym_ray.apps.food import FoodApp
-from maigym_ray.apps.hotel import HotelApp
-from maigym_ray.apps.library import LibraryApp
-from maigym_ray.apps.mail import MailApp
-from maigym_ray.apps.notes import NotesApp
-from maigym_ray.apps.parcel import ParcelApp
-from maigym_ray.apps.plants import PlantsApp
-from maigym_ray.apps.ride import RideApp
-from maigym_ray.apps.train import TrainApp
-from maigym_ray.errors import ConfigError
+from typing import Any
 
-APP_CLASSES: dict[str, type[App]] = {
-    cls.name: cls
-    for cls in (
-        TrainApp,
-        RideApp,
-        FoodApp,
-        MailApp,
-        CalendarApp,
-        ContactsApp,
-        NotesApp,
-        BankApp,
-        HotelApp,
-        ParcelApp,
-        LibraryApp,
-        PlantsApp,
-    )
-}
+from maigym_ray.apps.app import App
+from maigym_ray.errors import ConfigError
+from maigym_ray.plugins import Registry, import_spec
+
+
+def _accept(name: str, cls: Any) -> type[App]:
+    if not (isinstance(cls, type) and issubclass(cls, App)) or not isinstance(
+        getattr(cls, "name", None), str
+    ):
+        raise ConfigError(f"app {name!r}: {cls!r} is not a subclass of maigym_ray.apps.app.App with a name")
+    if cls.name != name:
+        raise ConfigError(f"app {name!r}: the class {cls.__module__}.{cls.__name__} is named {cls.name!r}")
+    return cls
+
+
+#: App classes by name (entry-point group ``maigym_ray.apps``): the package's own mocked apps, declared in its
+#: pyproject.toml, and any a package adds. Each app's module is imported when the app is first used.
+APP_CLASSES: Registry[type[App]] = Registry("apps", "app", _accept)
 
 #: Invented apps that exist only for the ``ood_app`` split: no training task ever touches them, so success on
 #: them measures transfer to an unseen app, not recall.
 NOVEL_APPS: tuple[str, ...] = ("parcel", "library", "plants")
-
-
-#: The entry-point group through which an installed package adds apps (``myapp = "my_pkg.apps:MyApp"``).
-ENTRY_POINT_GROUP = "maigym_ray.apps"
 
 
 def register_app(spec: str | type[App]) -> str:
@@ -49,44 +33,16 @@ def register_app(spec: str | type[App]) -> str:
 
     This is how ``env.apps=[my_pkg.apps:MyApp]`` works without editing this module: every process that reads
     the config (driver, manager, the node's app server) imports the class the same way."""
-    if isinstance(spec, str):
-        import importlib
-
-        module, _, attr = spec.partition(":")
-        try:
-            cls = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError, ValueError) as exc:
-            raise ConfigError(
-                f"app {spec!r}: cannot import it ({exc}); give 'module.path:ClassName'"
-            ) from exc
-    else:
-        cls = spec
-    if not (isinstance(cls, type) and issubclass(cls, App)) or not isinstance(
-        getattr(cls, "name", None), str
-    ):
-        raise ConfigError(f"app {spec!r} is not a subclass of maigym_ray.apps.app.App with a name")
-    known = APP_CLASSES.get(cls.name)
-    if known is not None and known is not cls:
-        raise ConfigError(
-            f"app {spec!r}: the name {cls.name!r} is taken by {known.__module__}.{known.__name__}"
-        )
-    APP_CLASSES[cls.name] = cls
+    cls = import_spec(spec, "app") if isinstance(spec, str) else spec
+    name = getattr(cls, "name", None)
+    _accept(name if isinstance(name, str) else repr(spec), cls)
+    APP_CLASSES.register(cls.name, cls)
     return cls.name
 
 
 def resolve_app_names(names: list[str] | tuple[str, ...]) -> list[str]:
     """``names`` with every ``"module:Class"`` entry registered and replaced by its app name."""
     return [register_app(n) if ":" in n else n for n in names]
-
-
-def _register_entry_points() -> None:
-    from importlib.metadata import entry_points
-
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        register_app(ep.value)
-
-
-_register_entry_points()
 
 
 def check_app_names(names: list[str] | tuple[str, ...]) -> None:

@@ -7,14 +7,12 @@ env layer builds objects from. They live beside the envs so that the env layer d
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from maigym_ray.errors import ConfigError
 
-#: backend kinds that drive a Chromium page (and so share the node's browser when web.browser is "shared").
-BROWSER_BACKENDS = ("web", "miniwob")
+#: how the instances of a pool whose kind drives Chromium get their browser (WebBackendConfig.browser).
 BROWSER_MODES = ("shared", "per_env")
-#: backend kinds that run a desktop through the guest agent (and so use the desktop settings).
-DESKTOP_BACKENDS = ("desktop", "osworld")
 
 
 @dataclass
@@ -217,28 +215,15 @@ class AndroidBackendConfig:
 
 
 @dataclass
-class FakeBackendConfig:
-    """The scripted fake backend (maigym_ray.testing.FakeBackend): fast tests and fault injection, no device."""
-
-    #: screens the fake cycles through, one accessibility text each; every successful action moves to the next.
-    screens: list[str] = field(default_factory=lambda: ["[1] button 'Next'", "[1] button 'Done'"])
-    #: seconds every act/reset takes (stands in for device latency).
-    delay_s: float = 0.0
-    #: a folder of one-shot faults shared by every instance: a file named "<op>.<kind>" (op: start, reset,
-    #: observe, act, state, health; kind: error, hang, die) is claimed by the first instance to run op, which
-    #: then raises BackendError, hangs, or kills its process. "" = no faults.
-    faults_dir: str = ""
-
-
-@dataclass
 class PoolConfig:
     """One warm pool of identical instances (one backend kind on one platform)."""
 
     #: the platform the pool serves: web, mobile_web, android or desktop.
     platform: str = "web"
     #: backend kind: web, android, desktop, miniwob (MiniWoB++ pages in Chromium; uses the web settings),
-    #: osworld (OSWorld-format tasks on the desktop; uses the desktop settings), fake, a kind a package adds
-    #: (envs/registry.py), or a user builder's "module.path:function" (docs/plugins/backends.md).
+    #: osworld (OSWorld-format tasks on the desktop; uses the desktop settings), a kind a package adds through
+    #: the entry-point group maigym_ray.backends (envs/registry.py), or a user builder's "module.path:function"
+    #: (docs/plugins/backends.md).
     backend: str = "web"
     #: instances kept started and idle ahead of demand.
     target_size: int = 2
@@ -261,8 +246,9 @@ class PoolConfig:
     android: AndroidBackendConfig = field(default_factory=AndroidBackendConfig)
     #: desktop backend settings (used when backend is "desktop" or "osworld").
     desktop: DesktopBackendConfig = field(default_factory=DesktopBackendConfig)
-    #: fake backend settings (used when backend == "fake": tests and fault drills).
-    fake: FakeBackendConfig = field(default_factory=FakeBackendConfig)
+    #: the settings of a backend kind that brings its own settings class (``BackendKind.options``, e.g. the
+    #: test fake's): read into that class when the pool is checked and built, so an unknown key is an error.
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -23,11 +23,12 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
 from maigym_ray.envs.actor import EnvActor
-from maigym_ray.envs.config import BROWSER_BACKENDS, EnvManagerConfig, PoolConfig
+from maigym_ray.envs.config import EnvManagerConfig, PoolConfig
 from maigym_ray.envs.control import ControlPlane, Instance
 from maigym_ray.envs.group import RETIRE_AFTER, EnvGroup, GroupMember
 from maigym_ray.envs.metrics import LatencyHistogram
 from maigym_ray.envs.node_services import NodeServices
+from maigym_ray.envs.registry import backend_kind
 from maigym_ray.envs.validation import validate_manager_config
 from maigym_ray.errors import (
     BackendError,
@@ -134,7 +135,7 @@ class EnvManager:
         """The shared services (apps and, if shared, Chromium) of node ``node_id``, started on first use."""
         node = self._nodes.get(node_id)
         if node is None:
-            web = [p for p in self.cfg.pools.values() if p.backend in BROWSER_BACKENDS]
+            web = [p for p in self.cfg.pools.values() if backend_kind(p.backend).uses_browser]
             node = (
                 remote_class(NodeServices)
                 .options(**self._node_options(node_id))

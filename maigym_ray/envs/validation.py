@@ -6,14 +6,8 @@ backends whose modules import the schema: the schema itself imports nothing of t
 
 from __future__ import annotations
 
-from maigym_ray.envs.config import (
-    BROWSER_BACKENDS,
-    BROWSER_MODES,
-    DESKTOP_BACKENDS,
-    EnvManagerConfig,
-    check_choice,
-)
-from maigym_ray.envs.registry import check_backend
+from maigym_ray.envs.config import EnvManagerConfig, check_choice
+from maigym_ray.envs.registry import check_pool
 from maigym_ray.errors import ConfigError
 from maigym_ray.types import PLATFORMS
 
@@ -27,41 +21,12 @@ def validate_manager_config(cfg: EnvManagerConfig) -> None:
     if not cfg.pools:
         raise ConfigError("env.pools is empty: configure at least one pool")
     for name, pool in cfg.pools.items():
-        check_backend(pool.backend)
         if pool.instances_per_actor < 1:
             raise ConfigError(
                 f"env.pools.{name}.instances_per_actor must be >= 1, got {pool.instances_per_actor}"
             )
         check_choice(f"env.pools.{name}.platform", pool.platform, PLATFORMS)
-        if pool.backend in BROWSER_BACKENDS:
-            check_choice(f"env.pools.{name}.web.browser", pool.web.browser, BROWSER_MODES)
-            check_choice(f"env.pools.{name}.web.reset", pool.web.reset, ("context", "reload", "restart"))
-            check_choice(f"env.pools.{name}.web.platform", pool.web.platform, ("web", "mobile_web"))
-            if pool.web.share_context and (pool.backend != "miniwob" or pool.web.reset == "context"):
-                raise ConfigError(
-                    f"env.pools.{name}.web.share_context is for miniwob pools with reset reload or restart "
-                    f"(backend {pool.backend!r}, reset {pool.web.reset!r})"
-                )
-            if pool.web.platform != pool.platform:
-                raise ConfigError(
-                    f"env.pools.{name}: web.platform {pool.web.platform!r} != platform {pool.platform!r}"
-                )
-        if pool.backend == "android":
-            check_choice(f"env.pools.{name}.android.reset", pool.android.reset, ("recreate", "pm_clear"))
-            check_choice(f"env.pools.{name}.android.network", pool.android.network, ("host", "bridge"))
-            check_choice(
-                f"env.pools.{name}.android.gpu_mode", pool.android.gpu_mode, ("guest", "host", "auto")
-            )
-            if pool.platform != "android":
-                raise ConfigError(
-                    f"env.pools.{name}: backend android serves platform android, not {pool.platform!r}"
-                )
-        if pool.backend in DESKTOP_BACKENDS:
-            check_choice(f"env.pools.{name}.desktop.provider", pool.desktop.provider, ("xvfb", "libvirt"))
-            if pool.platform != "desktop":
-                raise ConfigError(
-                    f"env.pools.{name}: backend {pool.backend} serves platform desktop, not {pool.platform!r}"
-                )
+        check_pool(pool, f"env.pools.{name}")  # the settings the pool's backend kind reads
         if not 0 <= pool.target_size <= pool.max_size or pool.max_size < 1:
             raise ConfigError(f"env.pools.{name}: need 0 <= target_size <= max_size and max_size >= 1")
     if cfg.health_batch < 0:

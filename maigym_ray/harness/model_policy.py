@@ -68,14 +68,14 @@ class ModelPolicy:
         self, task: TaskSpec, observation: Observation, step: int, episode_id: str = ""
     ) -> Decision:
         if step == 0 or episode_id not in self._episodes:
-            header = self.builder.header_text(task, observation.platform)
-            self._episodes[episode_id] = _EpisodeTokens(self.builder.encode(header), header)
+            header = self.builder.header(task, observation.platform)
+            self._episodes[episode_id] = _EpisodeTokens(header.ids, header.text)
             while len(self._episodes) > self.max_episodes:  # episodes that never finished cleanly
                 self._episodes.popitem(last=False)
         ep = self._episodes[episode_id]
-        obs_text = self.builder.observation_text(observation, step, task)
-        ep.obs.append(self.builder.encode(obs_text))
-        ep.obs_text.append(obs_text)
+        turn = self.builder.observation(observation, step, task)
+        ep.obs.append(turn.ids)
+        ep.obs_text.append(turn.text)
         ep.images.append(self.builder.images(observation))
         ids = prompt_ids(ep.header, ep.obs, ep.responses, step, self.history)
         sampling = self.sampling

@@ -11,10 +11,12 @@ from __future__ import annotations
 import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from maigym_ray.actions import ACTIONS, PLATFORM_ACTIONS
 from maigym_ray.errors import ConfigError
 from maigym_ray.harness.chat_template import from_template
+from maigym_ray.plugins import Registry
 from maigym_ray.types import Observation, TaskSpec
 
 ACTION_DOCS: dict[str, str] = {
@@ -48,6 +50,13 @@ COMPACT_SYSTEM = 'Elements are listed as [id] role "name".\nReply with one actio
 SYSTEM_FIELDS = frozenset({"platform", "actions", "task"})
 
 
+class Segment(NamedTuple):
+    """One rendered part of a prompt: its text and the token ids of exactly that text (never re-tokenised)."""
+
+    text: str
+    ids: list[int]
+
+
 @dataclass(frozen=True)
 class ChatFormat:
     """Chat markup around system, user and assistant turns (ChatML by default)."""
@@ -58,26 +67,15 @@ class ChatFormat:
     image: str = "<image>"
 
 
-#: Chat formats by name: ChatML (Qwen, the tiny models), Llama 3, Gemma, and Mistral's [INST] format (which has
-#: no system turn, so the system text opens the first user turn's block).
-CHAT_FORMATS: dict[str, ChatFormat] = {
-    "chatml": ChatFormat(),
-    "llama3": ChatFormat(
-        system="<|start_header_id|>system<|end_header_id|>\n\n{text}<|eot_id|>",
-        user="<|start_header_id|>user<|end_header_id|>\n\n{text}<|eot_id|>",
-        assistant_open="<|start_header_id|>assistant<|end_header_id|>\n\n",
-        image="<|image|>",
-    ),
-    "gemma": ChatFormat(
-        system="<start_of_turn>user\n{text}<end_of_turn>\n",
-        user="<start_of_turn>user\n{text}<end_of_turn>\n",
-        assistant_open="<start_of_turn>model\n",
-        image="<start_of_image>",
-    ),
-    "mistral": ChatFormat(
-        system="[INST] {text} [/INST]", user="[INST] {text} [/INST]", assistant_open="", image="[IMG]"
-    ),
-}
+def _accept(name: str, obj: object) -> ChatFormat:
+    if not isinstance(obj, ChatFormat):
+        raise ConfigError(f"chat format {name!r} is a {type(obj).__name__}, not a ChatFormat")
+    return obj
+
+
+#: Chat formats by name (entry-point group ``maigym_ray.chat_formats``): chatml, llama3, gemma and mistral
+#: (harness/chat_formats.py), and any a package adds.
+CHAT_FORMATS: Registry[ChatFormat] = Registry("chat_formats", "chat format", _accept)
 
 
 @dataclass
@@ -104,7 +102,7 @@ class ChatConfig:
             system, user, opener = from_template(template)
             base = ChatFormat(system=system, user=user, assistant_open=opener)
         elif self.format in CHAT_FORMATS:
-            base = CHAT_FORMATS[self.format]
+            base = CHAT_FORMATS.load(self.format)
         else:
             raise ConfigError(f"chat.format={self.format!r}: choose auto or one of {', '.join(CHAT_FORMATS)}")
         fmt = ChatFormat(
@@ -198,9 +196,11 @@ class PromptBuilder:
         """The episode header (the system turn) with its chat markup."""
         return self.chat.system.format(text=self.system_text(task, platform))
 
-    def header_ids(self, task: TaskSpec, platform: str) -> list[int]:
-        """Token ids of the episode header (the system turn)."""
-        return self.encode(self.header_text(task, platform))
+    def header(self, task: TaskSpec, platform: str) -> Segment:
+        """The episode header (the system turn): its text and that text's token ids, what a model policy keeps
+        for the whole episode."""
+        text = self.header_text(task, platform)
+        return Segment(text, self.encode(text))
 
     def observation_text(self, obs: Observation, step: int, task: TaskSpec | None = None) -> str:
         """The user turn of one observation, followed by the assistant-turn opener."""
@@ -215,9 +215,10 @@ class PromptBuilder:
             lines.append(f"Task: {task.instruction}")
         return self.chat.user.format(text="\n".join(lines)) + self.chat.assistant_open
 
-    def observation_ids(self, obs: Observation, step: int, task: TaskSpec | None = None) -> list[int]:
-        """Token ids of one observation turn."""
-        return self.encode(self.observation_text(obs, step, task))
+    def observation(self, obs: Observation, step: int, task: TaskSpec | None = None) -> Segment:
+        """One observation turn: its text and that text's token ids."""
+        text = self.observation_text(obs, step, task)
+        return Segment(text, self.encode(text))
 
     def images(self, obs: Observation) -> list[bytes]:
         """The images one observation turn carries (its screenshot, when the config shows screenshots)."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from maigym_ray.config import EnvManagerConfig, PolicyConfig, RayConfig
+from maigym_ray.rollout import policy_kind
 from maigym_ray.runtime.placement import Placement
 from maigym_ray.runtime.topology import Demand, TopologyConfig, validate
 
@@ -41,7 +42,7 @@ class Session:
     trains: bool = False
 
     def __post_init__(self) -> None:
-        engines = self.policy.num_engines if self.policy.kind == "engine" else 0
+        engines = self.policy.num_engines if policy_kind(self.policy.kind).engines else 0
         self.demand: Demand = validate(self.topology, pool_capacity(self.env), engines, self.trains)
         self.placement = Placement(self.topology, self.policy.num_engines)
         self.manager: Any = None
@@ -82,12 +83,13 @@ class Session:
         return self.manager
 
     def start_engines(self) -> list[Any]:
-        """Starts the engine actors of a ``policy.kind=engine`` run (none otherwise); returns them, started."""
+        """Starts the engine actors of a run whose policy kind runs on engines (none otherwise); returns them,
+        started."""
         import ray
 
         from maigym_ray.policy.engine import EngineActor
 
-        if self.policy.kind != "engine":
+        if not policy_kind(self.policy.kind).engines:
             return []
         self.init_ray()
         cfg = replace(

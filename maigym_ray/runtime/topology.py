@@ -13,9 +13,9 @@ import math
 from dataclasses import dataclass, field
 
 from maigym_ray.errors import ConfigError
+from maigym_ray.rl.strategies import TRAINER_STRATEGIES
 
 MODES = ("disaggregated", "colocated")
-STRATEGIES = ("torch", "deepspeed")
 SYNC_BACKENDS = ("gloo", "nccl")
 RENDEZVOUS = ("auto", "node_ip", "loopback")
 
@@ -62,7 +62,8 @@ class TrainerPlacementConfig:
     gpus_per_rank: float = 0.0
     #: CPUs reserved per rank (0 lets the rank share the node's cores with the rollouts, as the debug run does).
     cpus_per_rank: float = 0.0
-    #: "torch" (one plain-torch rank) or "deepspeed" (ZeRO data parallel over ``ranks``).
+    #: a registered trainer strategy (rl/strategies.py): "torch" (one plain-torch rank), "deepspeed" (ZeRO data
+    #: parallel over ``ranks``) or one a package adds (entry-point group maigym_ray.trainer_strategies).
     strategy: str = "torch"
     #: the ZeRO stage of the DeepSpeed strategy (1 or 2: rank 0 hands out the full weights).
     zero_stage: int = 2
@@ -187,7 +188,7 @@ def validate(
     ``num_engines`` (0: the run starts no engine) and ``trainer`` as in :func:`demand`.
     """
     _choice("topology.mode", topo.mode, MODES)
-    _choice("topology.trainer.strategy", topo.trainer.strategy, STRATEGIES)
+    strategy = TRAINER_STRATEGIES.load(topo.trainer.strategy)  # unknown: a ConfigError listing the registered
     _choice("topology.weight_sync.backend", topo.weight_sync.backend, SYNC_BACKENDS)
     _choice("topology.weight_sync.rendezvous", topo.weight_sync.rendezvous, RENDEZVOUS)
     e, t = topo.engines, topo.trainer
@@ -217,12 +218,7 @@ def validate(
             )
     if t.ranks < 1:
         raise ConfigError(f"topology.trainer.ranks={t.ranks}: must be >= 1")
-    if t.strategy == "torch" and t.ranks != 1:
-        raise ConfigError(f"topology.trainer.ranks={t.ranks}: strategy torch runs one rank; use deepspeed")
-    if t.strategy == "deepspeed" and t.zero_stage not in (1, 2):
-        raise ConfigError(
-            f"topology.trainer.zero_stage={t.zero_stage}: the DeepSpeed strategy supports 1 or 2"
-        )
+    strategy.check(t, "topology.trainer")
     gpu_sync = topo.weight_sync.backend == "nccl"
     if gpu_sync and (t.gpus_per_rank == 0 or e.num_gpus == 0):  # NCCL moves CUDA tensors only
         raise ConfigError(

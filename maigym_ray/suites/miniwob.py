@@ -19,8 +19,10 @@ import importlib.util
 from pathlib import Path
 from typing import Any, Protocol
 
-from maigym_ray.config import EnvManagerConfig, PoolConfig, WebBackendConfig
 from maigym_ray.envs.backend import Backend
+from maigym_ray.envs.config import EnvManagerConfig, PoolConfig, WebBackendConfig
+from maigym_ray.envs.kinds import check_web
+from maigym_ray.envs.registry import BackendKind
 from maigym_ray.errors import BackendError, ConfigError, TaskError
 from maigym_ray.types import Action, Element, Observation, TaskSpec
 
@@ -275,7 +277,7 @@ class MiniwobBackend(Backend):
 def build_backend(
     pool: PoolConfig, apps: list[str], app_bind: str = "127.0.0.1", node: Any = None
 ) -> Backend:
-    """The ``miniwob`` backend kind (registered in envs.actor.SUITE_BACKENDS): the pool's web settings, the
+    """The ``miniwob`` backend kind's builder (this package's entry point, group ``maigym_ray.backends``): the pool's web settings, the
     node's shared Chromium when it has one, else a Chromium of this process. It hosts no mocked apps."""
     if pool.web.browser == "shared" and node is not None:
         from maigym_ray.envs.remote import RemotePage
@@ -286,3 +288,12 @@ def build_backend(
 
         page = LocalPage(pool.web.executable)
     return MiniwobBackend(pool.web, page)
+
+
+def check_pool(pool: PoolConfig, where: str) -> None:
+    """A miniwob pool's web settings: as a web pool's, and its pages may share a browser context."""
+    check_web(pool, where, share_context=True)
+
+
+#: The ``miniwob`` backend kind: MiniWoB++ pages in Chromium, with the pool's web settings.
+KIND = BackendKind(build=build_backend, check=check_pool, uses_browser=True)

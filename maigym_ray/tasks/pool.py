@@ -13,7 +13,7 @@ A malformed file raises :class:`TaskError` naming the row and the field, and loa
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from maigym_ray.durable import atomic_path
 from maigym_ray.errors import TaskError
+from maigym_ray.plugins import Registry
 from maigym_ray.types import PLATFORMS, TaskSpec
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
@@ -44,12 +45,10 @@ SCHEMA = pa.schema(
 
 _REQUIRED = ("id", "instruction", "apps", "verifier")
 
-#: Task sources that are not files, by spec prefix (``miniwob:click-button,click-link``): the "module:function"
-#: that turns the whole spec into TaskSpecs. Imported on use, so an outside suite needs its extra only when used.
-POOL_SOURCES: dict[str, str] = {
-    "miniwob": "maigym_ray.suites.miniwob:load_pool_spec",
-    "osworld": "maigym_ray.suites.osworld:load_pool_spec",
-}
+#: Task sources that are not files, by spec prefix (``miniwob:click-button,click-link``): the function that turns
+#: the whole spec into TaskSpecs (entry-point group ``maigym_ray.pool_sources``). Imported on use, so an outside
+#: suite needs its extra only when used.
+POOL_SOURCES: Registry[Callable[[str], Iterable[TaskSpec]]] = Registry("pool_sources", "task source")
 
 
 def task_from_dict(row: dict[str, Any], where: str = "row") -> TaskSpec:
@@ -175,10 +174,7 @@ class TaskPool:
         (:data:`POOL_SOURCES`, e.g. ``miniwob:all``)."""
         prefix = str(path).split(":", 1)[0]
         if prefix in POOL_SOURCES and ":" in str(path) and not Path(path).exists():
-            import importlib
-
-            module, _, func = POOL_SOURCES[prefix].partition(":")
-            return cls(getattr(importlib.import_module(module), func)(str(path)))
+            return cls(POOL_SOURCES.load(prefix)(str(path)))
         path = Path(path)
         if path.is_dir():
             files = sorted(path.glob("*.jsonl")) + sorted(path.glob("*.parquet"))

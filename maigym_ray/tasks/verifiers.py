@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from maigym_ray.errors import TaskError
+from maigym_ray.errors import ConfigError, TaskError
+from maigym_ray.plugins import Registry
 from maigym_ray.tasks.sandbox import CodeVerifier
 from maigym_ray.types import Reward
 
@@ -204,33 +205,48 @@ def _check_list(checks: Any) -> tuple[dict[str, Any], ...]:
     return tuple(checks)
 
 
-VERIFIER_BUILDERS: dict[str, Callable[[dict[str, Any]], Verifier]] = {
-    "checks": lambda p: ChecksVerifier(_check_list(p.get("checks"))),
-    "page_reward": lambda p: PageRewardVerifier(str(p.get("suite", "miniwob"))),
-    # OSWorld-format evaluators: metrics over what the osworld backend's getters read (tasks/osworld_metrics.py).
-    "osworld": lambda p: _osworld(p),
-    # Hand-written (trusted) code only; still only ever run inside the bubblewrap jail (tasks/jail.py).
-    "code": lambda p: CodeVerifier(
-        p.get("code"), float(p.get("timeout_s", 2.0)), int(p.get("memory_mb", 256))
-    ),
-}
+def build_checks(params: dict[str, Any]) -> Verifier:
+    """``checks``: every check of ``params.checks`` must hold."""
+    return ChecksVerifier(_check_list(params.get("checks")))
 
 
-def _osworld(params: dict[str, Any]) -> Verifier:
-    from maigym_ray.tasks.osworld_metrics import build_osworld_verifier
+def build_page_reward(params: dict[str, Any]) -> Verifier:
+    """``page_reward``: the reward an outside suite's page reports (``params.suite``, default miniwob)."""
+    return PageRewardVerifier(str(params.get("suite", "miniwob")))
 
-    return build_osworld_verifier(params)
+
+def build_code(params: dict[str, Any]) -> Verifier:
+    """``code``: hand-written (trusted) code only; still only ever run inside the bubblewrap jail (tasks/jail.py)."""
+    return CodeVerifier(
+        params.get("code"), float(params.get("timeout_s", 2.0)), int(params.get("memory_mb", 256))
+    )
+
+
+def _accept(name: str, obj: Any) -> Callable[[dict[str, Any]], Verifier]:
+    if not callable(obj):
+        raise ConfigError(f"verifier {name!r} is a {type(obj).__name__}, not a builder (params -> Verifier)")
+    return obj  # type: ignore[no-any-return]
+
+
+#: Verifier builders by name, ``build(params) -> Verifier`` (entry-point group ``maigym_ray.verifiers``):
+#: checks, page_reward, osworld (OSWorld-format evaluators over what the osworld backend's getters read,
+#: tasks/osworld_metrics.py), code, and any a package adds.
+VERIFIERS: Registry[Callable[[dict[str, Any]], Verifier]] = Registry("verifiers", "verifier", _accept)
 
 
 def build_verifier(spec: dict[str, Any]) -> Verifier:
     """Builds the verifier a TaskSpec names. Unknown names and malformed params are TaskErrors."""
     name = spec.get("name") if isinstance(spec, dict) else None
-    if name not in VERIFIER_BUILDERS:
-        raise TaskError(f"unknown verifier {name!r}; valid: {', '.join(VERIFIER_BUILDERS)}")
+    if not isinstance(name, str) or name not in VERIFIERS:
+        raise TaskError(f"unknown verifier {name!r}; registered: {', '.join(VERIFIERS)}")
     params = spec.get("params", {})
     if not isinstance(params, dict):
         raise TaskError("verifier params must be an object")
-    return VERIFIER_BUILDERS[name](params)
+    try:
+        build = VERIFIERS.load(name)
+    except ConfigError as exc:  # a registered verifier whose module does not import: the task cannot run
+        raise TaskError(str(exc)) from exc
+    return build(params)
 
 
 def run_verifier(spec: dict[str, Any], states: dict[str, Any], answer: str | None) -> Reward:

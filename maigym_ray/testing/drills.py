@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from maigym_ray.config import EnvManagerConfig, FakeBackendConfig, PolicyConfig, PoolConfig
+from maigym_ray.config import EnvManagerConfig, PolicyConfig, PoolConfig
 from maigym_ray.policy.engine import EngineConfig
 from maigym_ray.runtime.placement import Placement
 from maigym_ray.runtime.topology import TopologyConfig
@@ -36,7 +36,7 @@ def fake_manager_config(
             backend="fake",
             target_size=2,
             max_size=4,
-            fake=FakeBackendConfig(faults_dir=faults_dir, delay_s=delay_s),
+            options={"faults_dir": faults_dir, "delay_s": delay_s},
         )
         for p in platforms
     }

@@ -18,17 +18,32 @@ import asyncio
 import os
 import struct
 import zlib
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from maigym_ray.envs.backend import Backend
-from maigym_ray.envs.config import FakeBackendConfig
+from maigym_ray.envs.registry import BackendKind, kind_options
 from maigym_ray.errors import BackendError
 from maigym_ray.types import Action, Observation, TaskSpec
 
 FAULT_OPS = ("start", "reset", "observe", "act", "state", "health")
 FAULT_KINDS = ("error", "hang", "die")
 _WIDTH, _HEIGHT = 64, 48
+
+
+@dataclass
+class FakeBackendConfig:
+    """The ``fake`` backend kind's settings (a pool's ``options``): fast tests and fault injection, no device."""
+
+    #: screens the fake cycles through, one accessibility text each; every successful action moves to the next.
+    screens: list[str] = field(default_factory=lambda: ["[1] button 'Next'", "[1] button 'Done'"])
+    #: seconds every act/reset takes (stands in for device latency).
+    delay_s: float = 0.0
+    #: a folder of one-shot faults shared by every instance: a file named "<op>.<kind>" (op: start, reset,
+    #: observe, act, state, health; kind: error, hang, die) is claimed by the first instance to run op, which
+    #: then raises BackendError, hangs, or kills its process. "" = no faults.
+    faults_dir: str = ""
 
 
 def _png(width: int, height: int, shade: int) -> bytes:
@@ -193,6 +208,11 @@ def fake_task(
 
 
 def build_fake(pool: Any, apps: list[str], app_bind: str = "127.0.0.1", node: Any = None) -> FakeBackend:
-    """The ``fake`` backend kind's builder (envs/registry.py; registered by this package's entry point in the
-    ``maigym_ray.backends`` group): no device, scripted screens, injected faults."""
-    return FakeBackend(pool.fake, pool.platform)
+    """The ``fake`` backend kind's builder: no device, scripted screens, injected faults (the pool's
+    ``options`` are its FakeBackendConfig)."""
+    return FakeBackend(kind_options(pool), pool.platform)
+
+
+#: The ``fake`` backend kind, registered by this package's entry point (group ``maigym_ray.backends``) like a
+#: user's plug-in: production code never imports the fakes, and the production schema holds none of its settings.
+KIND = BackendKind(build=build_fake, options=FakeBackendConfig)

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from maigym_ray.config import FakeBackendConfig, PoolConfig
+from maigym_ray.config import PoolConfig
 from maigym_ray.generation import Generation, SamplingConfig
 from maigym_ray.harness.demonstration import DemonstrationPolicy
 from maigym_ray.harness.episode import run_episode
@@ -263,9 +263,7 @@ class LearningRun:
 
         while len(self._envs) <= k:
             env = EnvActor()
-            await env.start(
-                f"fake-learning-{len(self._envs)}", PoolConfig(backend="fake", fake=FakeBackendConfig()), []
-            )
+            await env.start(f"fake-learning-{len(self._envs)}", PoolConfig(backend="fake"), [])
             self._envs.append(env)
         return self._envs[k]
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from maigym_ray.config import EnvManagerConfig, FakeBackendConfig, PoolConfig
+from maigym_ray.config import EnvManagerConfig, PoolConfig
 from maigym_ray.envs.lease import LeasedEnv
 from maigym_ray.errors import BackendError, EnvUnavailableError, InfraError
 from maigym_ray.testing import fake_task, plant_fault
@@ -30,7 +30,7 @@ def grouped(ray_local, tmp_path_factory):
         max_size=SIZE,
         recycle_after=0,
         instances_per_actor=SIZE,
-        fake=FakeBackendConfig(faults_dir=str(faults)),
+        options={"faults_dir": str(faults)},
     )
     cfg = EnvManagerConfig(
         pools={"web": pool},

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from maigym_ray.config import EnvManagerConfig, FakeBackendConfig, PoolConfig
+from maigym_ray.config import EnvManagerConfig, PoolConfig
 from maigym_ray.errors import BackendError, EnvTimeoutError, EnvUnavailableError, InfraError
 from maigym_ray.testing import fake_task, plant_fault
 
@@ -27,7 +27,7 @@ def fake_manager(ray_local, tmp_path_factory):
                 target_size=2,
                 max_size=3,
                 recycle_after=3,
-                fake=FakeBackendConfig(faults_dir=str(faults)),
+                options={"faults_dir": str(faults)},
             )
         },
         apps=["notes"],

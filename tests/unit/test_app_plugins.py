@@ -18,8 +18,8 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tally_app"
 @pytest.fixture
 def tally_on_path(monkeypatch):
     monkeypatch.syspath_prepend(str(EXAMPLE))
-    yield
-    APP_CLASSES.pop("tally", None)
+    with APP_CLASSES.isolated():  # the registration stays in the test
+        yield
     sys.modules.pop("maigym_tally.app", None)
 
 

@@ -33,7 +33,8 @@ TASK = TaskSpec(
 @pytest.fixture
 def example_on_path(monkeypatch):
     monkeypatch.syspath_prepend(str(EXAMPLE))
-    monkeypatch.setattr(registry, "BACKENDS", dict(registry.BACKENDS))  # registrations stay in this test
+    with registry.BACKENDS.isolated():  # registrations stay in this test
+        yield
 
 
 @pytest.mark.parametrize("by", ["class_path", "name"])
@@ -58,10 +59,13 @@ async def test_user_backend_runs_through_the_env_actor(example_on_path, by):
 
 
 def test_unknown_kinds_and_clashes_are_config_errors(example_on_path):
-    with pytest.raises(ConfigError, match="available: web, android, desktop, miniwob, osworld, fake"):
+    with pytest.raises(ConfigError, match="registered: web, android, desktop, miniwob, osworld, fake"):
         registry.check_backend("fax")
     with pytest.raises(ConfigError, match="cannot import"):
         registry.check_backend("no_such_module:build")
     with pytest.raises(ConfigError, match="taken"):
         registry.register_backend("web", "counter_backend:build")
-    registry.register_backend("web", registry.build_web)  # the same builder again is fine
+    registry.register_backend("web", "maigym_ray.envs.kinds:WEB")  # the same kind again is fine
+    from maigym_ray.envs.kinds import WEB
+
+    registry.register_backend("web", WEB)  # and so is the object its entry point names

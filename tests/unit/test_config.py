@@ -93,7 +93,7 @@ def test_unknown_key_is_an_error(tmp_path):
 
 def test_unknown_backend_lists_choices():
     cfg = EnvManagerConfig(pools={"x": PoolConfig(backend="fax")})
-    with pytest.raises(ConfigError, match="available: web, android, desktop, miniwob, osworld, fake"):
+    with pytest.raises(ConfigError, match="registered: web, android, desktop, miniwob, osworld, fake"):
         validate_manager_config(cfg)
 
 

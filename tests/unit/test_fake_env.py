@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from maigym_ray.config import FakeBackendConfig, PoolConfig
+from maigym_ray.config import PoolConfig
 from maigym_ray.envs.actor import EnvActor
 from maigym_ray.errors import BackendError, InfraError, TaskError
 from maigym_ray.generation import SamplingConfig
@@ -15,13 +15,14 @@ from maigym_ray.harness.episode import run_episode
 from maigym_ray.harness.policy import GoldenPolicy
 from maigym_ray.policy.router import EngineRouter
 from maigym_ray.testing import FakeBackend, ScriptedEngine, fake_task, plant_fault
+from maigym_ray.testing.fake_backend import FakeBackendConfig
 
 pytestmark = pytest.mark.unit
 
 
 async def started_actor(**fake) -> EnvActor:
     actor = EnvActor()
-    info = await actor.start("fake-0", PoolConfig(backend="fake", fake=FakeBackendConfig(**fake)), [])
+    info = await actor.start("fake-0", PoolConfig(backend="fake", options=fake), [])
     assert info["platform"] == "web"
     return actor
 

@@ -1,11 +1,18 @@
-"""The package's layering, read from the source: runtime -> rl -> rollout -> (harness, envs, policy) -> (tasks,
-apps) -> (actions, generation, types, errors). A module imports only layers to its right; envs never import the
-harness, policy never imports rl; no CLI imports another CLI. Imports inside functions count too: a lazy
-import is still a dependency."""
+"""The package's layering, read from the source, as an allow-list over every top-level module and package:
+each may import only what its entry in :data:`ALLOWED` names. Every kind of dependency counts:
+
+- imports at module level, inside functions (a lazy import is still a dependency) and under TYPE_CHECKING;
+- string imports: a ``"maigym_ray.x.y"`` or ``"maigym_ray.x.y:attr"`` string anywhere in the code (registry
+  tables, ``importlib.import_module`` calls, f-strings with such a prefix).
+
+A new top-level module or package has no entry and fails until it gets one. Plug-ins of every kind reach the
+registries through entry points declared in pyproject.toml (maigym_ray/plugins.py), so no layer names the
+modules that implement them."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -14,28 +21,72 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2] / "maigym_ray"
 
-#: For each package (or top-level module), the maigym_ray packages it must never import. The top-level
-#: ``config`` composes the harness's, the policy's and the envs' configs, so importing it from those layers (or
-#: below them) is an upward dependency: the envs' own schema lives in ``envs/config.py``.
-FORBIDDEN = {
-    "rl": {"runtime", "cli"},
-    "rollout": {"rl", "runtime", "cli"},
-    "harness": {"envs", "policy", "rollout", "rl", "runtime", "cli", "config"},
-    "envs": {"harness", "policy", "rollout", "rl", "runtime", "cli", "config"},
-    "policy": {"harness", "envs", "rollout", "rl", "runtime", "cli", "config"},
-    "tasks": {"harness", "envs", "policy", "rollout", "rl", "runtime", "cli", "config"},
-    "apps": {"tasks", "harness", "envs", "policy", "rollout", "rl", "runtime", "cli", "config"},
-    "actions": {"tasks", "apps", "harness", "envs", "policy", "rollout", "rl", "runtime", "cli", "config"},
-    "generation": {"tasks", "apps", "harness", "envs", "policy", "rollout", "rl", "runtime", "cli", "config"},
-    "types": {"tasks", "apps", "harness", "envs", "policy", "rollout", "rl", "runtime", "cli", "config"},
+#: The foundation: what every layer may import (errors, the plug-in mechanism, plain types, the action grammar
+#: and small helpers). Each of these imports only the ones before it in its own entry below.
+FOUNDATION = {"errors", "plugins", "types", "durable", "rates", "generation", "actions"}
+_ENV_SIDE = FOUNDATION | {"apps", "tasks"}
+_ROLLOUT = _ENV_SIDE | {"envs", "harness", "policy", "weights", "config"}
+_RL = _ROLLOUT | {"rollout"}
+_RUNTIME = _RL | {"rl", "synth"}
+
+#: For each top-level module or package (or, where one module of a package sits higher than the rest, that
+#: module), the maigym_ray top-level modules it may import. runtime -> rl -> rollout -> (harness, envs, policy)
+#: -> (tasks, apps) -> foundation; envs never import the harness, policy never imports rl; suites are plug-ins
+#: of the env and task layers, imported by nothing (their kinds come by entry point); the fakes of testing/ are
+#: imported by no production module; cli is the top.
+ALLOWED: dict[str, set[str]] = {
+    "__init__": set(),
+    "errors": set(),
+    "plugins": {"errors"},
+    "types": {"errors"},
+    "durable": {"errors"},
+    "rates": {"errors"},
+    "generation": {"errors", "types"},
+    "actions": {"errors", "types"},
+    "apps": FOUNDATION,
+    "tasks": FOUNDATION | {"apps"},
+    "synth": _ENV_SIDE,
+    "weights": FOUNDATION,
+    "envs": _ENV_SIDE,
+    "harness": _ENV_SIDE,
+    "policy": FOUNDATION | {"weights"},
+    "viewer": _ENV_SIDE | {"harness"},
+    # the run's config composes the harness's, the policy's and the envs' own schemas
+    "config": _ENV_SIDE | {"envs", "harness", "policy"},
+    "suites": _ENV_SIDE | {"envs", "harness"},
+    # the Gymnasium adapter brings an EnvManager up on its own Ray: a front end, like a CLI
+    "suites.gym_env": _RUNTIME | {"runtime", "suites"},
+    "rollout": _ROLLOUT,
+    "rl": _RL,
+    "runtime": _RUNTIME | {"viewer"},
+    "testing": _RUNTIME | {"runtime"},
+    "cli": _RUNTIME | {"runtime", "viewer", "suites"},
 }
 
+#: A string that names a module of the package, optionally with ``:attr`` (the whole string, not prose).
+_MODULE_STRING = re.compile(r"maigym_ray(?:\.[A-Za-z_]\w*)+(?::[A-Za-z_][\w.]*)?")
 
-def _imports(path: Path, names: bool = False) -> set[str]:
-    """The dotted maigym_ray modules ``path`` imports (``from maigym_ray import x`` counts as maigym_ray.x);
-    with ``names``, also ``m.x`` for every ``from m import x`` (x may be a submodule)."""
+
+def _string_target(node: ast.AST) -> str | None:
+    """The module a string constant (or an f-string's constant prefix) names, if it names one."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        text = node.value
+    elif isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant):
+        text = str(node.values[0].value).rstrip(".")
+    else:
+        return None
+    if not _MODULE_STRING.fullmatch(text):
+        return None
+    return text.partition(":")[0]
+
+
+def _imports(path: Path, names: bool = False, strings: bool = True) -> set[str]:
+    """The dotted maigym_ray modules ``path`` imports (``from maigym_ray import x`` counts as maigym_ray.x),
+    lazily or not, plus (``strings``) every module a string names; with ``names``, also ``m.x`` for every
+    ``from m import x`` (x may be a submodule)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.startswith("maigym_ray.")}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -45,29 +96,45 @@ def _imports(path: Path, names: bool = False) -> set[str]:
                 found.add(node.module)
                 if names:  # each name may be a submodule (from pkg import mod)
                     found |= {f"{node.module}.{a.name}" for a in node.names}
+        elif strings:
+            target = _string_target(node)
+            if target is not None:
+                found.add(target)
     return found
 
 
-def _layer(path: Path, root: Path = ROOT) -> str:
-    rel = path.relative_to(root)
-    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+def _top_levels(root: Path = ROOT) -> set[str]:
+    """Every top-level module and package of the package (``__init__`` is the package itself)."""
+    return {p.stem for p in root.glob("*.py")} | {
+        p.name for p in root.iterdir() if p.is_dir() and (p / "__init__.py").exists()
+    }
 
 
-def _violations(layer: str, root: Path = ROOT) -> list[str]:
-    out = []
+def _rule(path: Path, root: Path = ROOT) -> str:
+    """The ALLOWED entry that governs ``path``: its own module's, else its top-level module's."""
+    rel = path.relative_to(root).with_suffix("")
+    dotted = ".".join(rel.parts)
+    return dotted if dotted in ALLOWED else rel.parts[0]
+
+
+def _violations(root: Path = ROOT, allowed: dict[str, set[str]] = ALLOWED) -> list[str]:
+    tops = _top_levels(root)
+    out = [f"maigym_ray/{t} has no entry in ALLOWED" for t in sorted(tops - set(allowed))]
     for path in sorted(root.rglob("*.py")):
-        if _layer(path, root) != layer:
-            continue
+        rule = _rule(path, root)
+        own = rule.split(".")[0]
         for mod in sorted(_imports(path)):
-            if mod.split(".")[1] in FORBIDDEN[layer]:
-                out.append(f"{path.relative_to(root.parent)} imports {mod}")
+            top = mod.split(".")[1]
+            if top not in tops:  # a name of the package itself (LOOPBACK_ENV), or an entry-point group
+                continue
+            if top != own and top not in allowed.get(rule, set()):
+                out.append(f"{path.relative_to(root.parent)} ({rule}) imports {mod}")
     return out
 
 
-@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
-def test_a_layer_imports_only_layers_to_its_right(layer: str) -> None:
-    assert any(_layer(p) == layer for p in ROOT.rglob("*.py")), f"no module in layer {layer}"
-    assert _violations(layer) == []
+def test_every_top_level_module_has_a_rule_and_keeps_to_it() -> None:
+    assert set(ALLOWED) - {"suites.gym_env"} == _top_levels(), "ALLOWED lists exactly the top-level modules"
+    assert _violations() == []
 
 
 def test_no_cli_imports_another_cli() -> None:
@@ -78,14 +145,47 @@ def test_no_cli_imports_another_cli() -> None:
         assert not others, f"{path.name} imports {sorted(others)}"
 
 
-def test_the_checker_sees_a_violation(tmp_path: Path) -> None:
-    # the checker itself must be able to fail: an envs module importing the harness is caught, even lazily
-    pkg = tmp_path / "maigym_ray" / "envs"
-    pkg.mkdir(parents=True)
-    (pkg / "bad.py").write_text("def f():\n    from maigym_ray.harness import episode\n")
-    assert _violations("envs", tmp_path / "maigym_ray") == [
-        "maigym_ray/envs/bad.py imports maigym_ray.harness"
+def _plant(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A synthetic maigym_ray tree with the real top-level names (so rules apply) plus ``files``."""
+    root = tmp_path / "maigym_ray"
+    for top in _top_levels():
+        if (ROOT / f"{top}.py").exists():
+            (root / f"{top}.py").parent.mkdir(parents=True, exist_ok=True)
+            (root / f"{top}.py").write_text("")
+        else:
+            (root / top).mkdir(parents=True, exist_ok=True)
+            (root / top / "__init__.py").write_text("")
+    for rel, text in files.items():
+        (root / rel).write_text(text)
+    return root
+
+
+def test_the_checker_sees_upward_imports_static_lazy_and_by_string(tmp_path: Path) -> None:
+    root = _plant(
+        tmp_path,
+        {
+            "envs/lazy.py": "def f():\n    from maigym_ray.harness import episode\n",
+            # a registry table naming a suite's builder: the upward string import the plug-in mechanism removed
+            "envs/table.py": 'BUILDERS = {"miniwob": "maigym_ray.suites.miniwob:build_backend"}\n',
+            "tasks/dyn.py": (
+                "import importlib\n\n"
+                "def load(name):\n"
+                '    return importlib.import_module(f"maigym_ray.rl.{name}")\n'
+            ),
+            "policy/fine.py": '"""Prose that mentions maigym_ray.rl is not an import."""\nGROUP = "maigym_ray.backends"\n',
+            "harness/ok.py": "from maigym_ray.actions import parse\nfrom maigym_ray import LOOPBACK_ENV\n",
+        },
+    )
+    assert _violations(root) == [
+        "maigym_ray/envs/lazy.py (envs) imports maigym_ray.harness",
+        "maigym_ray/envs/table.py (envs) imports maigym_ray.suites.miniwob",
+        "maigym_ray/tasks/dyn.py (tasks) imports maigym_ray.rl",
     ]
+
+
+def test_the_checker_sees_a_top_level_module_without_a_rule(tmp_path: Path) -> None:
+    root = _plant(tmp_path, {"newthing.py": ""})
+    assert _violations(root) == ["maigym_ray/newthing has no entry in ALLOWED"]
 
 
 def _module(path: Path, root: Path = ROOT) -> str:
@@ -171,7 +271,7 @@ def test_production_code_never_imports_the_fakes() -> None:
     found = [
         f"{p.relative_to(ROOT.parent)} imports {m}"
         for p in sorted(ROOT.rglob("*.py"))
-        if _layer(p) != "testing"
+        if _rule(p).split(".")[0] != "testing"
         for m in sorted(_imports(p))
         if m.split(".")[:2] == ["maigym_ray", "testing"]
     ]

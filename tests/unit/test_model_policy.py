@@ -78,6 +78,9 @@ async def test_window_history_tokens_are_stored_and_extend_within_windows():
         if same_window:  # the scripted engine's perfect cache serves the whole previous sequence
             assert cur.timings["cached_tokens"] == len(head)
     assert "".join(map(chr, traj.turns[0].response_ids)).endswith("<|im_end|>")  # sampled ids kept as is
+    screen0 = CountingEnv()._obs()
+    first = policy.builder.header(TASK, "web").ids + policy.builder.observation(screen0, 0, TASK).ids
+    assert list(traj.turns[0].prompt_ids) == first  # the builder's segments are the ids the engine was given
     assert policy._episodes == {}  # per-episode token state is dropped when the episode ends
 
 

@@ -29,7 +29,9 @@ def test_system_prompt_lists_only_the_platforms_actions_and_the_task():
     assert "swipe(" not in web and "hotkey(" in web
     assert "swipe(" in mobile and "hotkey(" not in mobile
     assert "Task: Archive Carol's email." in web
-    assert "".join(map(chr, b.header_ids(TASK, "web"))).startswith("<|im_start|>system\n")
+    header = b.header(TASK, "web")  # what ModelPolicy keeps: the text and the ids of exactly that text
+    assert header.text.startswith("<|im_start|>system\n") and header.text == b.header_text(TASK, "web")
+    assert header.ids == char_encode(header.text)
     assert len(ACTION_DOCS) == 14
 
 
@@ -42,7 +44,8 @@ def test_observation_turn_carries_error_text_and_image_placeholder():
     assert b.images(obs()) == [b"\x89PNG"]
     a11y_only = PromptBuilder(char_encode)
     assert "<image>" not in a11y_only.observation_text(obs(), 0) and a11y_only.images(obs()) == []
-    assert b.observation_ids(obs(), 0) == char_encode(b.observation_text(obs(), 0))
+    turn = b.observation(obs(), 0)
+    assert turn.text == b.observation_text(obs(), 0) and turn.ids == char_encode(turn.text)
 
 
 def test_bad_prompt_config():

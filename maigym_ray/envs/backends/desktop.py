@@ -26,19 +26,6 @@ from maigym_ray.types import Action, Element, Observation, TaskSpec
 DESKTOP_APPS = ("browser", "editor", "terminal")
 
 
-def build_provider(cfg: DesktopBackendConfig) -> DesktopProvider:
-    """The provider ``cfg.provider`` names (libvirt is imported only when asked for)."""
-    if cfg.provider == "xvfb":
-        from maigym_ray.envs.desktop.xvfb_provider import XvfbProvider
-
-        return XvfbProvider(cfg)
-    if cfg.provider == "libvirt":
-        from maigym_ray.envs.desktop.libvirt_provider import LibvirtProvider
-
-        return LibvirtProvider(cfg.libvirt)
-    raise BackendError(f"unknown desktop provider {cfg.provider!r}; choose xvfb or libvirt")
-
-
 def desktop_seed(initial_state: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, str]]]:
     """Splits a task's initial state into the apps' seeds and the desktop's files."""
     seeds = dict(initial_state)

@@ -36,7 +36,7 @@ from xml.sax.saxutils import escape
 
 import aiohttp
 
-from maigym_ray.envs.config import LibvirtProviderConfig, check_choice
+from maigym_ray.envs.config import DesktopBackendConfig, LibvirtProviderConfig, check_choice
 from maigym_ray.envs.desktop.provider import AgentEndpoint, DesktopProvider
 from maigym_ray.errors import BackendError, ConfigError
 
@@ -365,3 +365,8 @@ class LibvirtProvider(DesktopProvider):
                         f"GET {url} did not answer 200 within {timeout_s:.0f} s (last: {last})",
                     )
                 await asyncio.sleep(self.cfg.poll_interval_s)
+
+
+def from_desktop(cfg: DesktopBackendConfig) -> LibvirtProvider:
+    """The ``libvirt`` desktop provider kind's builder: a VM with the desktop settings' libvirt section."""
+    return LibvirtProvider(cfg.libvirt)

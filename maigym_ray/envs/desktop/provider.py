@@ -9,7 +9,15 @@ the provider returns as an :class:`AgentEndpoint`. So the desktop backend is the
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from maigym_ray.errors import ConfigError
+from maigym_ray.plugins import Registry
+
+if TYPE_CHECKING:
+    from maigym_ray.envs.config import DesktopBackendConfig
 
 
 @dataclass(frozen=True)
@@ -44,3 +52,28 @@ class DesktopProvider(ABC):
     @abstractmethod
     async def close(self) -> None:
         """Tears the desktop down and frees every process, file and domain (idempotent, never raises)."""
+
+
+#: What a desktop provider kind registers: ``build(desktop_config) -> DesktopProvider``.
+ProviderBuilder = Callable[["DesktopBackendConfig"], DesktopProvider]
+
+
+def _accept(name: str, obj: Any) -> ProviderBuilder:
+    if not callable(obj):
+        raise ConfigError(f"desktop provider {name!r} is a {type(obj).__name__}, not a builder")
+    return obj  # type: ignore[no-any-return]
+
+
+#: Desktop providers by name (entry-point group ``maigym_ray.desktop_providers``): xvfb and libvirt, and any a
+#: package adds.
+DESKTOP_PROVIDERS: Registry[ProviderBuilder] = Registry("desktop_providers", "desktop provider", _accept)
+
+
+def build_provider(cfg: DesktopBackendConfig) -> DesktopProvider:
+    """The provider ``cfg.provider`` names, built by its registered builder (imported only when asked for)."""
+    provider = DESKTOP_PROVIDERS.load(cfg.provider)(cfg)
+    if not isinstance(provider, DesktopProvider):
+        raise ConfigError(
+            f"desktop provider {cfg.provider!r} built a {type(provider).__name__}, not a DesktopProvider"
+        )
+    return provider

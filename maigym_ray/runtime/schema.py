@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
 
 from maigym_ray.config import EnvManagerConfig, PolicyConfig, RayConfig
 from maigym_ray.rl.driver import DriverConfig
@@ -216,6 +217,10 @@ class DiagnoseConfig:
 
 def register() -> None:
     """Registers the schemas so ``conf/*.yaml`` can name them in their defaults lists."""
+    # conf/*.yaml set hydra.run.dir to ``${maigym_run_dir:${output_dir},<Hydra's dated default>}``, so with
+    # output_dir set Hydra's own files (.hydra/, the log) land in the run directory with everything else.
+    if not OmegaConf.has_resolver("maigym_run_dir"):
+        OmegaConf.register_new_resolver("maigym_run_dir", lambda out, default: out or default)
     cs = ConfigStore.instance()
     cs.store(name="eval_schema", node=EvalConfig)
     cs.store(name="collect_schema", node=CollectConfig)

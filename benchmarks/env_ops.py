@@ -90,7 +90,8 @@ async def measure(mode: str, n: int, rounds: int, platform: str, backend: str = 
             target_size=n,
             max_size=n,
             recycle_after=0,
-            desktop=DesktopBackendConfig(keep_browser=mode == "keep_browser"),
+            # terminal: the built-in desktop tasks' goldens use it, and it is opt-in (as conf/backends/desktop.yaml)
+            desktop=DesktopBackendConfig(keep_browser=mode == "keep_browser", terminal=True),
         )
     else:
         pool = PoolConfig(

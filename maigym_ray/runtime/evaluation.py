@@ -24,7 +24,7 @@ from maigym_ray.config import POLICY_KINDS, check_choice, validate_manager_confi
 from maigym_ray.durable import atomic_write_text
 from maigym_ray.errors import ConfigError
 from maigym_ray.rates import fmt_rate, rate
-from maigym_ray.runtime.pools import env_for_pool, load_tasks, synthesis_stage
+from maigym_ray.runtime.pools import env_for_pool, route_tasks, synthesis_stage
 from maigym_ray.runtime.schema import EvalConfig
 from maigym_ray.types import TaskSpec, Trajectory
 
@@ -155,8 +155,11 @@ async def evaluate(
     session = Session(cfg.ray, cfg.env, cfg.policy, cfg.topology)  # an impossible topology fails here
     # The synthesis stage first (in a thread: it runs its own event loop and EnvManager), then loading.
     tasks_cfg = await asyncio.to_thread(synthesis_stage, cfg.tasks, out_dir, cfg.ray, cfg.topology)
-    tasks = load_tasks(tasks_cfg)
     platforms = sorted({p.platform for p in cfg.env.pools.values()})
+    tasks, notes = route_tasks(tasks_cfg, platforms)
+    for note in notes:  # before the run: what runs where, and what does not
+        print(f"eval: {note}", flush=True)
+    print(f"eval: {len(tasks)} tasks on {platforms}", flush=True)
     work = [
         (t, plat, e)
         for t in tasks

@@ -39,11 +39,10 @@ SMOKE: dict[str, tuple[list[str], str, set[str]]] = {
     "env_ops_desktop": (["env_ops.py", "--backend", "desktop", "--quick"], "env_ops_desktop.json", set()),
     "synth": (["synth.py", "--quick", "--worlds", "1", "--concurrency", "2"], "synth.json", set()),
     "soak": (
-        ["soak.py", "--minutes", "0.3", "--chaos-every-s", "6", "--backend", "fake", "--batch", "4"],
+        ["soak.py", "--minutes", "0.15", "--chaos-every-s", "4", "--backend", "fake", "--batch", "4"],
         "soak.json",
         set(),
     ),
-    "multinode": (["multinode.py", "--quick"], "multinode.json", set()),
     "miniwob_scripted": (["miniwob_scripted.py", "--quick", "--instances", "1"], "", set()),
 }
 
@@ -96,8 +95,17 @@ def test_heavy_benchmark_runs_small_and_writes_its_keys(name: str, tmp_path: Pat
     _run(name, HEAVY[name], tmp_path)
 
 
+#: Starts a loopback cluster of three nodes, so it runs in scripts/test.sh's multi-node pytest process.
+MULTINODE = (["multinode.py", "--quick"], "multinode.json", set())
+
+
+@pytest.mark.multinode
+def test_multinode_benchmark_runs_small_and_writes_its_keys(tmp_path: Path) -> None:
+    _run("multinode", MULTINODE, tmp_path)
+
+
 def test_every_benchmark_script_has_a_smoke_test() -> None:
-    covered = {spec[0][0] for spec in (*SMOKE.values(), *HEAVY.values())}
+    covered = {spec[0][0] for spec in (*SMOKE.values(), *HEAVY.values(), MULTINODE)}
     elsewhere = {"gpu_check.py", "gpu_placement_check.py", "report.py", "browsergym_peer.py"}
     scripts = {p.name for p in (ROOT / "benchmarks").glob("*.py")}
     assert scripts - elsewhere - covered == set(), "a benchmark without a smoke test"

@@ -42,8 +42,12 @@ def actions_page() -> str:
             cap = f" ≤ {spec.cap:g}" if spec.cap is not None else ""
             parts.append(f"`{key}{'*' if spec.required else ''}`: {kind}{cap}")
         lines.append(f"| `{name}` | {', '.join(parts) or '—'} |")
-    lines += ["", "Argument kinds: `coord` is 0..1000 on both axes; `id` names an element of the accessibility "
-              "text; a click-like action takes `id` or both `x` and `y`.", ""]
+    lines += [
+        "",
+        "Argument kinds: `coord` is 0..1000 on both axes; `id` names an element of the accessibility "
+        "text; a click-like action takes `id` or both `x` and `y`.",
+        "",
+    ]
     lines += ["## Per platform", "", "| platform | actions it does not support |", "|---|---|"]
     for plat, allowed in actions.PLATFORM_ACTIONS.items():
         missing = [a for a in actions.ACTIONS if a not in allowed]
@@ -64,7 +68,14 @@ def verifiers_page() -> str:
     for op, (required, optional) in verifiers.CHECK_KEYS.items():
         need = ", ".join(f"`{k}`" for k in sorted(required - {"op"}))
         lines.append(f"| `{op}` | {need} | {', '.join(f'`{k}`' for k in sorted(optional)) or '—'} |")
-    lines += ["", _doc(verifiers.validate_check), "", "## `page_reward`", "", _doc(verifiers.PageRewardVerifier)]
+    lines += [
+        "",
+        _doc(verifiers.validate_check),
+        "",
+        "## `page_reward`",
+        "",
+        _doc(verifiers.PageRewardVerifier),
+    ]
     lines += ["", "## `code`", "", _doc(sandbox.CodeVerifier), "", _doc(sandbox).split("\n\n")[1]]
     lines += ["", "## `osworld`", "", _doc(osworld_metrics.build_osworld_verifier), ""]
     lines += ["| func | options |", "|---|---|"]
@@ -90,7 +101,9 @@ def app_api_page() -> str:
         lines += [f"| `{f.name}` | `{f.type}` |" for f in dataclasses.fields(cls)]
         lines.append("")
     lines += ["## `App`", "", _doc(app.App), "", "| member | what it is |", "|---|---|"]
-    lines.append("| `self.data` | the app's live state (JSON: dicts and lists); handlers read and change it |")
+    lines.append(
+        "| `self.data` | the app's live state (JSON: dicts and lists); handlers read and change it |"
+    )
     for name in ("name", "title", "icon", "SCHEMA"):
         lines.append(f"| `{name}` (class attribute) | {'required' if name != 'icon' else 'optional'} |")
     for name, member in inspect.getmembers(app.App):
@@ -105,8 +118,12 @@ def app_api_page() -> str:
             continue  # an installed third-party app is not part of this page
         keys = ", ".join(f"`{k}`: {t.__name__}" for k, t in cls.SCHEMA.items())
         lines.append(f"| `{name}` | {keys} |")
-    lines += ["", f"Third-party apps register through the `{registry.ENTRY_POINT_GROUP}` entry-point group, or "
-              "as `env.apps=[module:Class]`.", ""]
+    lines += [
+        "",
+        f"Third-party apps register through the `{registry.ENTRY_POINT_GROUP}` entry-point group, or "
+        "as `env.apps=[module:Class]`.",
+        "",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -114,18 +131,29 @@ def task_schema_page() -> str:
     from maigym_ray.tasks import pool
 
     schema = json.loads((ROOT / "maigym_ray" / "tasks" / "task.schema.json").read_text())
-    lines = ["# Task schema", "", schema["description"], "", "| field | JSON type | Parquet type | required | "
-             "what it is |", "|---|---|---|---|---|"]
+    lines = [
+        "# Task schema",
+        "",
+        schema["description"],
+        "",
+        "| field | JSON type | Parquet type | required | what it is |",
+        "|---|---|---|---|---|",
+    ]
     for name in pool.SCHEMA.names:
         prop = schema["properties"][name]
         jtype = prop.get("type", "array" if "items" in prop else "")
         jtype = " or ".join(jtype) if isinstance(jtype, list) else jtype
         req = "yes" if name in schema["required"] else ""
-        lines.append(f"| `{name}` | {jtype} | `{pool.SCHEMA.field(name).type}` | {req} | "
-                     f"{prop.get('description', '')} |")
+        lines.append(
+            f"| `{name}` | {jtype} | `{pool.SCHEMA.field(name).type}` | {req} | "
+            f"{prop.get('description', '')} |"
+        )
     lines += ["", "## Checked at load", "", _doc(pool.task_from_dict), "", _doc(pool._check_parts), ""]
-    lines += ["The JSON Schema itself: `maigym_ray/tasks/task.schema.json`. "
-              "`python -m maigym_ray.cli.validate_tasks FILE` also runs each task live.", ""]
+    lines += [
+        "The JSON Schema itself: `maigym_ray/tasks/task.schema.json`. "
+        "`python -m maigym_ray.cli.validate_tasks FILE` also runs each task live.",
+        "",
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -20,8 +20,12 @@ from maigym_ray.runtime.task_check import check_file, format_report
 
 def main(argv: list[str] | None = None) -> int:
     """Parses the arguments, checks every file, prints the verdicts; returns the exit status."""
-    p = argparse.ArgumentParser(prog="python -m maigym_ray.cli.validate_tasks", description=__doc__.splitlines()[0])
-    p.add_argument("files", nargs="+", metavar="FILE", help="task files (.jsonl, .parquet) or folders of them")
+    p = argparse.ArgumentParser(
+        prog="python -m maigym_ray.cli.validate_tasks", description=__doc__.splitlines()[0]
+    )
+    p.add_argument(
+        "files", nargs="+", metavar="FILE", help="task files (.jsonl, .parquet) or folders of them"
+    )
     p.add_argument("--concurrency", type=int, default=2, help="instances validating at once")
     p.add_argument("--num-cpus", type=int, default=0, help="CPUs a local Ray advertises (0 = all cores)")
     p.add_argument("--ray-address", default="", help='join this Ray cluster ("" = start a local one)')

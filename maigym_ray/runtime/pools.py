@@ -131,7 +131,9 @@ def route_tasks(cfg: TasksConfig, pool_platforms: list[str]) -> tuple[TaskPool, 
     if n_left:
         where = ", ".join(f"{p}: {n}" for p, n in sorted(left_out.items()))
         why = "not in tasks.platforms" if cfg.platforms else "no pool serves them"
-        notes.append(f"left out {n_left} of {len(everything)} tasks that run only on other platforms ({where}; {why})")
+        notes.append(
+            f"left out {n_left} of {len(everything)} tasks that run only on other platforms ({where}; {why})"
+        )
     return load_tasks(replace(cfg, platforms=wanted)), notes
 
 

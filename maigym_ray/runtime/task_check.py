@@ -49,8 +49,6 @@ def check_file(path: str | Path, cfg: SynthConfig | None = None) -> FileReport:
     return FileReport(verdicts, skipped)
 
 
-
-
 def format_report(report: FileReport) -> str:
     """One line per task (PASS, FAIL with the reason and detail, or SKIP), then the totals."""
     lines = []

@@ -56,8 +56,16 @@ HEAVY: dict[str, tuple[list[str], str, set[str]]] = {
 
 #: Keys of benchmarks without a committed result.
 KEYS = {
-    "miniwob_scripted": {"success_by_task", "tasks_at_95", "tasks", "seeds", "episodes", "seconds",
-                         "episodes_per_s", "infra_failed"},
+    "miniwob_scripted": {
+        "success_by_task",
+        "tasks_at_95",
+        "tasks",
+        "seeds",
+        "episodes",
+        "seconds",
+        "episodes_per_s",
+        "infra_failed",
+    },
     "trainer_modes": {"model", "quick", "train_tokens_per_s", "cpu_capability", "wall_s"},
 }
 

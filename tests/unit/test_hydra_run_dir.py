@@ -18,7 +18,13 @@ ROOT = Path(__file__).resolve().parents[2]
 def _eval(cwd: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
     # A pool that does not exist: the job stops at load (no Ray, no browser), after Hydra made its run dir.
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "1"}
-    cmd = [sys.executable, "-m", "maigym_ray.cli.eval", f"tasks.pool={cwd / 'none.jsonl'}", "wandb.mode=disabled"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "maigym_ray.cli.eval",
+        f"tasks.pool={cwd / 'none.jsonl'}",
+        "wandb.mode=disabled",
+    ]
     return subprocess.run([*cmd, *overrides], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
 
 

@@ -42,7 +42,12 @@ def test_success_table_columns_count_what_they_say() -> None:
     rows = [
         {**_row(True, False), "outcome": "success", "task_id": "a"},
         {**_row(False, False), "outcome": "failure", "task_id": "b"},
-        {**_row(False, True), "outcome": "task_error", "task_id": "c", "error": "TaskError: unknown op 'exist'"},
+        {
+            **_row(False, True),
+            "outcome": "task_error",
+            "task_id": "c",
+            "error": "TaskError: unknown op 'exist'",
+        },
         {**_row(False, True), "outcome": "infra_failed", "task_id": "d", "error": "BackendError: gone"},
         {**_row(False, True), "outcome": "infra_failed", "task_id": "e", "error": "BackendError: gone"},
     ]

@@ -27,7 +27,9 @@ def gen():
 def test_committed_pages_match_the_code(gen) -> None:
     for name, text in gen.render().items():
         path = ROOT / "docs" / "reference" / name
-        assert path.exists() and path.read_text() == text, f"{path} is stale: run python scripts/reference_pages.py"
+        assert path.exists() and path.read_text() == text, (
+            f"{path} is stale: run python scripts/reference_pages.py"
+        )
     assert gen.main(["--check"]) == 0
 
 
@@ -45,6 +47,10 @@ def test_the_pages_are_in_the_site_nav(gen) -> None:
 def test_the_pages_name_what_a_plugin_author_needs(gen) -> None:
     pages = gen.render()
     assert "`exists`" in pages["verifiers.md"] and "$contains" in pages["verifiers.md"]
-    assert "`form`" in pages["app-api.md"] and "self.data" in pages["app-api.md"] and "/<app>/" in pages["app-api.md"]
+    assert (
+        "`form`" in pages["app-api.md"]
+        and "self.data" in pages["app-api.md"]
+        and "/<app>/" in pages["app-api.md"]
+    )
     assert "| `contacts` | `contacts`: list |" in pages["app-api.md"]  # seed types
     assert "`golden`" in pages["task-schema.md"] and "`click`" in pages["actions.md"]

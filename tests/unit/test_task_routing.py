@@ -53,7 +53,7 @@ def test_pools_that_serve_none_of_the_tasks_are_an_error_naming_the_backend() ->
 
 
 def test_an_unknown_platform_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="unknown platform.*'desk'"):
+    with pytest.raises(ConfigError, match=r"unknown platform.*'desk'"):
         route_tasks(TasksConfig(pool="builtin", platforms=["desk"]), ["web"])
 
 

@@ -22,7 +22,9 @@ FIXTURES = Path(__file__).parents[1] / "fixtures" / "tasks"
 def test_a_task_error_is_printed_with_its_reason_and_counted_apart(ray_local, tmp_path, capsys) -> None:
     good = json.loads((FIXTURES / "golden_misses_goal.jsonl").read_text().splitlines()[0])
     typo = json.loads(json.dumps(good))
-    typo["id"] = "contacts-add-nina-path-typo"  # loads (a path is state, known only at run), raises at evaluate
+    typo["id"] = (
+        "contacts-add-nina-path-typo"  # loads (a path is state, known only at run), raises at evaluate
+    )
     typo["verifier"]["params"]["checks"][0]["path"] = "contact"
     pool = tmp_path / "tasks.jsonl"
     pool.write_text(json.dumps(good) + "\n" + json.dumps(typo) + "\n")

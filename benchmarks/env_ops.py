@@ -90,7 +90,8 @@ async def measure(mode: str, n: int, rounds: int, platform: str, backend: str = 
             target_size=n,
             max_size=n,
             recycle_after=0,
-            desktop=DesktopBackendConfig(keep_browser=mode == "keep_browser"),
+            # terminal: the built-in desktop tasks' goldens use it, and it is opt-in (as conf/backends/desktop.yaml)
+            desktop=DesktopBackendConfig(keep_browser=mode == "keep_browser", terminal=True),
         )
     else:
         pool = PoolConfig(
@@ -192,13 +193,15 @@ def main() -> int:
     ap.add_argument(
         "--platform", default="", choices=["", "web", "mobile_web", "desktop"], help="default: per backend"
     )
-    ap.add_argument("--instances", type=int, default=16)
+    ap.add_argument("--instances", type=int, default=0, help="default 16; 2 with --quick")
     ap.add_argument("--modes", default="", help="web: shared,per_env; desktop: keep_browser,relaunch")
-    ap.add_argument("--quick", action="store_true", help="fewer rounds; finishes in about a minute")
+    ap.add_argument("--quick", action="store_true", help="2 instances, fewer rounds; about a minute")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
     init_ray()
     rounds = 2 if args.quick else 5
+    # --quick alone must fit a 2-core machine: 16 desktops (a headful Chromium each) would not
+    args.instances = args.instances or (2 if args.quick else 16)
     args.platform = args.platform or ("desktop" if args.backend == "desktop" else "web")
     names = (args.modes or DEFAULT_MODES[args.backend]).split(",")
     modes = {m: asyncio.run(measure(m, args.instances, rounds, args.platform, args.backend)) for m in names}

@@ -10,7 +10,10 @@ echo "[test] set-up took ${SECONDS} s"
 if [ $# -gt 0 ]; then
   exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
 fi
-.venv/bin/python -m pytest -q -p no:cacheprovider -m "not multinode" --durations=25
+.venv/bin/python -m pytest -q -p no:cacheprovider -m "not multinode and not bench" --durations=25
+# Every benchmark at its smallest size, its JSON keys checked (tests/bench/); each one's seconds in the log.
+echo "[test] benchmark smoke tier"
+.venv/bin/python -m pytest -q -p no:cacheprovider -m "bench and not multinode" --durations=0 -rs
 # A multi-node cluster replaces the test process's Ray connection (and the session's shared Ray actors with it):
 # those tests get a process of their own.
 echo "[test] multi-node tests (a loopback cluster of three nodes)"

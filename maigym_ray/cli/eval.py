@@ -28,7 +28,8 @@ def main(dcfg: DictConfig) -> None:
     report = asyncio.run(evaluate(cfg, out_dir))
     print(
         f"success_rate={fmt_rate(report['success_rate'], '.3f')} episodes={report['episodes']} "
-        f"infra_failed={report['infra_failed']} results={out_dir / 'results.parquet'}"
+        f"scored={report['scored']} task_errors={report['task_errors']} infra_failed={report['infra_failed']} "
+        f"results={out_dir / 'results.parquet'}"
     )
 
 

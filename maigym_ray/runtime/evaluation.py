@@ -24,7 +24,7 @@ from maigym_ray.config import validate_manager_config
 from maigym_ray.durable import atomic_write_text
 from maigym_ray.errors import ConfigError
 from maigym_ray.rates import fmt_rate, rate
-from maigym_ray.runtime.pools import env_for_pool, load_tasks, synthesis_stage
+from maigym_ray.runtime.pools import env_for_pool, route_tasks, synthesis_stage
 from maigym_ray.runtime.schema import EvalConfig
 from maigym_ray.types import TaskSpec, Trajectory
 
@@ -74,25 +74,50 @@ def result_row(
     }
 
 
+def _outcome(r: dict[str, Any]) -> str:
+    """The row's outcome (rows written before the column existed: from ``infra_failed`` and ``success``)."""
+    if r.get("outcome"):
+        return str(r["outcome"])
+    return "infra_failed" if r["infra_failed"] else ("success" if r["success"] else "failure")
+
+
+#: The success table's columns after app and platform, named like report.json's keys: what each one counts.
+TABLE_COLUMNS = ("success_rate", "scored", "task_errors", "infra_failed")
+
+
 def success_table(rows: list[dict[str, Any]]) -> str:
-    """Success rate by app and platform (infra-failed episodes excluded and counted apart)."""
-    agg: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0])
+    """Success rate by app and platform over the scored episodes (success or failure), with the episodes whose
+    task is broken (``task_errors``) and those the infrastructure failed (``infra_failed``) counted apart."""
+    agg: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     for r in rows:
         a = agg[(r["app"], r["platform"])]
-        if r["infra_failed"]:
+        outcome = _outcome(r)
+        if outcome == "task_error":
             a[2] += 1
+        elif outcome == "infra_failed":
+            a[3] += 1
         else:
             a[0] += int(r["success"])
             a[1] += 1
-    lines = [f"{'app':12s} {'platform':11s} {'success':>8s} {'episodes':>9s} {'infra':>6s}"]
-    for (app, plat), (ok, n, infra) in sorted(agg.items()):
-        lines.append(f"{app:12s} {plat:11s} {fmt_rate(rate(ok, n)):>8s} {n:9d} {infra:6d}")
-    ok = sum(a[0] for a in agg.values())
-    n = sum(a[1] for a in agg.values())
-    lines.append(
-        f"{'all':12s} {'':11s} {fmt_rate(rate(ok, n)):>8s} {n:9d} {sum(a[2] for a in agg.values()):6d}"
-    )
+    head = " ".join(f"{c:>12s}" for c in TABLE_COLUMNS)
+    lines = [f"{'app':12s} {'platform':11s} {head}"]
+
+    def line(app: str, plat: str, ok: int, n: int, task_err: int, infra: int) -> str:
+        return f"{app:12s} {plat:11s} {fmt_rate(rate(ok, n)):>12s} {n:12d} {task_err:12d} {infra:12d}"
+
+    for (app, plat), a in sorted(agg.items()):
+        lines.append(line(app, plat, *a))
+    lines.append(line("all", "", *(sum(a[i] for a in agg.values()) for i in range(4))))
     return "\n".join(lines)
+
+
+def task_error_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per episode whose task is broken, with the reason: printed, not only kept in results.parquet."""
+    return [
+        f"task error: {r['task_id']} on {r['platform']}: {r.get('error') or r.get('reason') or '(no reason)'}"
+        for r in rows
+        if _outcome(r) == "task_error"
+    ]
 
 
 def split_success(rows: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
@@ -129,8 +154,11 @@ async def evaluate(
     session = Session(cfg.ray, cfg.env, cfg.policy, cfg.topology)  # an impossible topology fails here
     # The synthesis stage first (in a thread: it runs its own event loop and EnvManager), then loading.
     tasks_cfg = await asyncio.to_thread(synthesis_stage, cfg.tasks, out_dir, cfg.ray, cfg.topology)
-    tasks = load_tasks(tasks_cfg)
     platforms = sorted({p.platform for p in cfg.env.pools.values()})
+    tasks, notes = route_tasks(tasks_cfg, platforms)
+    for note in notes:  # before the run: what runs where, and what does not
+        print(f"eval: {note}", flush=True)
+    print(f"eval: {len(tasks)} tasks on {platforms}", flush=True)
     work = [
         (t, plat, e)
         for t in tasks
@@ -147,6 +175,8 @@ async def evaluate(
         if on_trajectory is not None:
             on_trajectory(f.trajectory)
         rows.append(result_row(f.trajectory, f.task, f.platform, f.attempt, f.seconds))
+        if rows[-1]["outcome"] == "task_error":  # said as it happens, above the progress bar
+            tqdm.write(task_error_lines(rows[-1:])[0])
         bar.update(1)
         scored = [r for r in rows if not r["infra_failed"]]
         bar.set_postfix(success=fmt_rate(rate(sum(r["success"] for r in scored), len(scored))))
@@ -177,12 +207,13 @@ async def evaluate(
 
     out_dir.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pylist(rows, schema=RESULT_SCHEMA), out_dir / "results.parquet")
-    scored = [r for r in rows if not r["infra_failed"]]
+    scored = [r for r in rows if _outcome(r) in ("success", "failure")]
     report = {
         "name": cfg.name,
         "policy": cfg.policy.kind,
         "episodes": len(rows),
         "success_rate": rate(sum(r["success"] for r in scored), len(scored)),
+        "scored": len(scored),
         "infra_failed": sum(r["outcome"] == "infra_failed" for r in rows),
         "task_errors": sum(r["outcome"] == "task_error" for r in rows),
         "bringup_s": bringup,
@@ -206,6 +237,9 @@ async def evaluate(
     }
     atomic_write_text(out_dir / "report.json", json.dumps(report, indent=2))  # whole or absent, after a crash
     table = success_table(rows) + "\n\n" + split_table(rows)
+    errors = task_error_lines(rows)
+    if errors:  # the reason, on the console: a broken task is the author's to fix, not a 0 to puzzle over
+        table += "\n\n" + "\n".join(errors)
     (out_dir / "success_table.txt").write_text(table + "\n")
     print(table)
     _log_wandb(cfg, out_dir, report, rows)

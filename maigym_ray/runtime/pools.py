@@ -8,6 +8,7 @@ the caller's back.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from maigym_ray.runtime.topology import TopologyConfig
 from maigym_ray.tasks.curriculum import curriculum_tasks
 from maigym_ray.tasks.families import FAMILIES_PREFIX, family_names, family_tasks
 from maigym_ray.tasks.pool import TaskPool
+from maigym_ray.types import PLATFORMS
 
 SYNTH_PREFIX = "synth:"
 
@@ -74,6 +76,8 @@ def synthesis_stage(
 
 def load_tasks(cfg: TasksConfig) -> TaskPool:
     """The task pool a TasksConfig selects (a "synth:" pool must have gone through :func:`synthesis_stage`)."""
+    check_platforms(cfg.platforms)
+    chosen = cfg.platforms
     if cfg.pool.startswith(SYNTH_PREFIX):
         raise ConfigError(
             f"tasks.pool={cfg.pool!r} is made by the synthesis stage: run synthesis_stage first"
@@ -87,8 +91,50 @@ def load_tasks(cfg: TasksConfig) -> TaskPool:
     else:
         pool = TaskPool.load(cfg.pool)
     pool = pool.filter(split=cfg.split or None, apps=cfg.apps or None)
-    tasks = list(pool)
+    tasks = [t for t in pool if not chosen or set(t.platforms) & set(chosen)]
     return TaskPool(tasks[: cfg.limit] if cfg.limit else tasks)
+
+
+def check_platforms(names: list[str] | tuple[str, ...], key: str = "tasks.platforms") -> None:
+    """A ConfigError naming the valid platforms when any of ``names`` is unknown."""
+    unknown = [p for p in names if p not in PLATFORMS]
+    if unknown:
+        raise ConfigError(f"{key}: unknown platform(s) {unknown}; valid: {', '.join(PLATFORMS)}")
+
+
+def route_tasks(cfg: TasksConfig, pool_platforms: list[str]) -> tuple[TaskPool, list[str]]:
+    """The tasks a run evaluates on pools of ``pool_platforms``, and what to tell the user before the run.
+
+    ``tasks.platforms`` (or, when empty, every platform a pool serves) selects the tasks; ``tasks.limit``
+    applies after that, so ``backends=desktop tasks.limit=2`` runs two desktop tasks. A chosen platform that no
+    pool serves, and tasks left out because no pool serves their platforms, are said (one line each). A run
+    with nothing to do is a ConfigError that says which backends the tasks need."""
+    check_platforms(cfg.platforms)
+    served = sorted(set(pool_platforms))
+    notes = []
+    if unserved := [p for p in cfg.platforms if p not in served]:
+        notes.append(
+            f"tasks.platforms names {unserved}, which no pool serves (pools: {served}); "
+            f"add backends={unserved[0]} to run them"
+        )
+    wanted = [p for p in (cfg.platforms or served) if p in served]
+    everything = list(load_tasks(replace(cfg, platforms=[], limit=0)))
+    left_out = Counter(p for t in everything if not set(t.platforms) & set(wanted) for p in t.platforms)
+    n_left = sum(not set(t.platforms) & set(wanted) for t in everything)
+    if not wanted or n_left == len(everything):
+        runs_on = sorted({p for t in everything for p in t.platforms})
+        raise ConfigError(
+            f"none of the {len(everything)} selected tasks runs on the configured pools' platforms {served}"
+            f"{f' among tasks.platforms {cfg.platforms}' if cfg.platforms else ''}; the tasks run on {runs_on}: "
+            f"choose backends={runs_on[0] if runs_on else 'web'} (conf/backends/) or another tasks.pool"
+        )
+    if n_left:
+        where = ", ".join(f"{p}: {n}" for p, n in sorted(left_out.items()))
+        why = "not in tasks.platforms" if cfg.platforms else "no pool serves them"
+        notes.append(
+            f"left out {n_left} of {len(everything)} tasks that run only on other platforms ({where}; {why})"
+        )
+    return load_tasks(replace(cfg, platforms=wanted)), notes
 
 
 def _families(cfg: TasksConfig) -> list:

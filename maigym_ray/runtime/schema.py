@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
 
 from maigym_ray.config import EnvManagerConfig, PolicyConfig, RayConfig
 from maigym_ray.rl.driver import DriverConfig
@@ -45,6 +46,9 @@ class TasksConfig:
     split: str = ""
     #: keep only tasks on these apps ([] = all).
     apps: list[str] = field(default_factory=list)
+    #: keep only tasks that run on one of these platforms (web, mobile_web, android, desktop; [] = every
+    #: platform a configured pool serves). Tasks on platforms no pool serves are left out, and said so.
+    platforms: list[str] = field(default_factory=list)
     #: at most this many tasks (0 = all), taken in pool order.
     limit: int = 0
 
@@ -59,6 +63,12 @@ class WandbConfig:
     project: str = "maigym_ray"
 
 
+def _no_pools() -> EnvManagerConfig:
+    # No default pool beside the backends group's: `backends=desktop` must mean desktops only, not desktops
+    # plus a web pool that quietly runs the web tasks (the group's files each define their pools in full).
+    return EnvManagerConfig(pools={})
+
+
 @dataclass
 class EvalConfig:
     """``python -m maigym_ray.cli.eval``: run a task pool through the harness and score it."""
@@ -66,7 +76,8 @@ class EvalConfig:
     ray: RayConfig = field(default_factory=RayConfig)
     #: where each role runs and what it takes (conf/topology/; local by default).
     topology: TopologyConfig = field(default_factory=TopologyConfig)
-    env: EnvManagerConfig = field(default_factory=EnvManagerConfig)
+    #: the environments; the ``backends`` group (conf/backends/) supplies the pools.
+    env: EnvManagerConfig = field(default_factory=_no_pools)
     tasks: TasksConfig = field(default_factory=TasksConfig)
     policy: PolicyConfig = field(default_factory=PolicyConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
@@ -109,7 +120,8 @@ class TrainConfig:
     ray: RayConfig = field(default_factory=RayConfig)
     #: where each role runs and what it takes (conf/topology/; local by default).
     topology: TopologyConfig = field(default_factory=TopologyConfig)
-    env: EnvManagerConfig = field(default_factory=EnvManagerConfig)
+    #: the environments; the ``backends`` group (conf/backends/) supplies the pools.
+    env: EnvManagerConfig = field(default_factory=_no_pools)
     #: the task pool; its ``split`` must stay "" (train_split and heldout_split pick the two halves).
     tasks: TasksConfig = field(default_factory=_curriculum)
     #: the policy (kind "engine": vLLM engine actors that the driver starts and updates).
@@ -216,6 +228,10 @@ class DiagnoseConfig:
 
 def register() -> None:
     """Registers the schemas so ``conf/*.yaml`` can name them in their defaults lists."""
+    # conf/*.yaml set hydra.run.dir to ``${maigym_run_dir:${output_dir},<Hydra's dated default>}``, so with
+    # output_dir set Hydra's own files (.hydra/, the log) land in the run directory with everything else.
+    if not OmegaConf.has_resolver("maigym_run_dir"):
+        OmegaConf.register_new_resolver("maigym_run_dir", lambda out, default: out or default)
     cs = ConfigStore.instance()
     cs.store(name="eval_schema", node=EvalConfig)
     cs.store(name="collect_schema", node=CollectConfig)

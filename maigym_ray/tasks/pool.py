@@ -107,7 +107,36 @@ def task_from_dict(row: dict[str, Any], where: str = "row") -> TaskSpec:
             raise bad("platforms", f"has unknown platform {p!r}; valid: {', '.join(PLATFORMS)}")
     if out.get("start_app") and out["start_app"] not in out["apps"]:
         raise bad("start_app", f"{out['start_app']!r} is not one of the task's apps")
+    _check_parts(out, bad)
     return TaskSpec(**out)
+
+
+def _check_parts(out: dict[str, Any], bad: Callable[[str, str], TaskError]) -> None:
+    """The checks that need the task's parts built: the verifier (an unknown check op), each app's seed (a key
+    of the wrong type) and each golden action (one that does not parse). Done at load so a typo in a task file
+    is an error naming the file, the line and the field, not an episode scored 0 with the reason buried in
+    results.parquet."""
+    from maigym_ray.actions import parse_action
+    from maigym_ray.apps.registry import APP_CLASSES
+    from maigym_ray.errors import ActionParseError, AppError
+    from maigym_ray.tasks.verifiers import build_verifier
+
+    try:
+        build_verifier(out["verifier"])
+    except TaskError as exc:
+        raise bad("verifier", str(exc)) from None
+    for app, seed in out.get("initial_state", {}).items():
+        if app not in APP_CLASSES:  # a backend's own seed (``desktop`` files): its backend checks it at reset
+            continue
+        try:
+            APP_CLASSES[app]().validated(seed)
+        except AppError as exc:
+            raise bad(f"initial_state.{app}", str(exc)) from None
+    for i, action in enumerate(out.get("golden", ())):
+        try:
+            parse_action(action)
+        except ActionParseError as exc:
+            raise bad(f"golden[{i}]", f"{action!r} does not parse: {exc}") from None
 
 
 def task_to_row(t: TaskSpec) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import pytest
 
 from maigym_ray.rates import fmt_rate, rate
 from maigym_ray.rl.report import write_report
-from maigym_ray.runtime.evaluation import split_success, split_table, success_table
+from maigym_ray.runtime.evaluation import split_success, split_table, success_table, task_error_lines
 
 pytestmark = pytest.mark.unit
 
@@ -35,6 +35,27 @@ def test_eval_tables_say_n_a_when_every_episode_infra_failed() -> None:
     assert json.loads(json.dumps(by_split))["test"]["success_rate"] is None  # null in report.json
     assert "n/a" in next(ln for ln in split_table(rows).splitlines() if ln.startswith("test"))
     assert "n/a" in success_table([_row(False, True)]).splitlines()[-1]  # the "all" line too
+
+
+def test_success_table_columns_count_what_they_say() -> None:
+    """A task error is counted under task_errors, not under infra_failed, and its reason is printed."""
+    rows = [
+        {**_row(True, False), "outcome": "success", "task_id": "a"},
+        {**_row(False, False), "outcome": "failure", "task_id": "b"},
+        {
+            **_row(False, True),
+            "outcome": "task_error",
+            "task_id": "c",
+            "error": "TaskError: unknown op 'exist'",
+        },
+        {**_row(False, True), "outcome": "infra_failed", "task_id": "d", "error": "BackendError: gone"},
+        {**_row(False, True), "outcome": "infra_failed", "task_id": "e", "error": "BackendError: gone"},
+    ]
+    head, notes, total = success_table(rows).splitlines()
+    assert head.split() == ["app", "platform", "success_rate", "scored", "task_errors", "infra_failed"]
+    assert notes.split() == ["notes", "web", "0.50", "2", "1", "2"]
+    assert total.split() == ["all", "0.50", "2", "1", "2"]
+    assert task_error_lines(rows) == ["task error: c on web: TaskError: unknown op 'exist'"]
 
 
 def test_training_report_keeps_missing_heldout_as_null(tmp_path: Path) -> None:

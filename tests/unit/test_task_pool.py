@@ -20,6 +20,8 @@ from maigym_ray.types import PLATFORMS, TaskSpec
 
 pytestmark = pytest.mark.unit
 
+ANSWER_1 = {"name": "checks", "params": {"checks": [{"op": "answer", "any_of": ["1"]}]}}
+
 SIX_APPS = ("train", "ride", "food", "mail", "calendar", "contacts")
 
 
@@ -129,7 +131,7 @@ def test_parquet_round_trip_of_rich_task(tmp_path: Path) -> None:
         tags=("a", "b"),
         split="test",
     )
-    minimal = TaskSpec(id="x-2", instruction="i", apps=("food",), verifier={"name": "checks"})
+    minimal = TaskSpec(id="x-2", instruction="i", apps=("food",), verifier=ANSWER_1)
     path = tmp_path / "rich.parquet"
     TaskPool([task, minimal]).save(path)
     loaded = TaskPool.load(path)
@@ -238,8 +240,8 @@ def test_jsonl_load_skips_blank_lines_and_keeps_order(tmp_path: Path) -> None:
 
 
 def test_task_from_dict_accepts_json_string_fields() -> None:
-    t = task_from_dict(_row(verifier='{"name": "checks"}', initial_state='{"food": {}}'))
-    assert t.verifier == {"name": "checks"}
+    t = task_from_dict(_row(verifier=json.dumps(ANSWER_1), initial_state='{"food": {}}'))
+    assert t.verifier == ANSWER_1
     assert t.initial_state == {"food": {}}
 
 

@@ -11,7 +11,7 @@ import pytest
 pytestmark = pytest.mark.unit
 
 TESTS = Path(__file__).resolve().parents[1]
-TIERS = {"unit", "integration", "engine", "e2e", "faults", "multinode"}
+TIERS = {"unit", "integration", "engine", "e2e", "faults", "multinode", "bench"}
 
 
 def tiers_of(path: Path) -> set[str]:

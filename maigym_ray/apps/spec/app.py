@@ -9,6 +9,7 @@ confirmation dialog. A refused action (a precondition, a bad amount) is an error
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import operator
@@ -41,7 +42,8 @@ class SpecApp(App):
 
     @classmethod
     def default_seed(cls) -> dict[str, Any]:
-        return {en: ent["seed_records"] for en, ent in cls.SPEC["entities"].items()}
+        # a fresh copy per call, as the hand-written apps give: a caller that edits it never edits the spec
+        return copy.deepcopy({en: ent["seed_records"] for en, ent in cls.SPEC["entities"].items()})
 
     def validated(self, data: dict[str, Any]) -> dict[str, Any]:
         """Also checks every record's fields against the entity's types (a seed error names the record)."""

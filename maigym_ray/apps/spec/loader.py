@@ -174,7 +174,10 @@ def coerce(f: dict[str, Any], value: Any) -> tuple[Any, str]:
     if t == "bool":
         if isinstance(value, bool):
             return value, ""
-        return str(value).lower() in ("1", "true", "on", "yes"), ""
+        word = str(value).strip().lower()
+        if word not in ("1", "true", "on", "yes", "0", "false", "off", "no", ""):
+            return None, "must be true or false"
+        return word in ("1", "true", "on", "yes"), ""
     if not isinstance(value, str):
         return None, "must be text"
     if t == "enum" and value not in f["values"]:

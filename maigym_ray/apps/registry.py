@@ -15,9 +15,9 @@ from maigym_ray.apps.mail import MailApp
 from maigym_ray.apps.notes import NotesApp
 from maigym_ray.apps.parcel import ParcelApp
 from maigym_ray.apps.plants import PlantsApp
+from maigym_ray.apps.ride import RideApp
 from maigym_ray.apps.spec.app import load_spec_app
 from maigym_ray.apps.spec.loader import BUILTIN_DIR
-from maigym_ray.apps.ride import RideApp
 from maigym_ray.apps.train import TrainApp
 from maigym_ray.errors import ConfigError
 

@@ -34,7 +34,11 @@ def _broken(edit: Any) -> dict[str, Any]:
         (lambda s: s.update(spec_version=2), "$.spec_version", "schema: 1 was expected"),
         (lambda s: s["actions"][1].update(kind="fly"), "$.actions[1].kind", "'fly' is not one of"),
         (lambda s: s["actions"][2].update(field="name"), "$.actions[2].field", "must be of type bool"),
-        (lambda s: s["actions"][1].update(fields=["nickname"]), "$.actions[1].fields[0]", "no field 'nickname'"),
+        (
+            lambda s: s["actions"][1].update(fields=["nickname"]),
+            "$.actions[1].fields[0]",
+            "no field 'nickname'",
+        ),
         (lambda s: s["screens"][0].update(entity="people"), "$.screens[0].entity", "no entity 'people'"),
         (lambda s: s["screens"][1].update(id="contacts"), "$.screens[1].id", "duplicate screen id"),
         (lambda s: s["actions"][0].update(id="contacts"), "$.actions[0].id", "duplicate id"),
@@ -74,7 +78,9 @@ def test_generated_seeds_are_deterministic_and_typed() -> None:
     assert seats == b["entities"]["seats"]["seed_records"] and len(seats) == 12
     trains = {t["id"] for t in a["entities"]["trains"]["seed_records"]}
     assert [s["id"] for s in seats] == [f"s{i}" for i in range(1, 13)]
-    assert all(s["train"] in trains and 29 <= s["price"] <= 139 and s["class"] in ("first", "second") for s in seats)
+    assert all(
+        s["train"] in trains and 29 <= s["price"] <= 139 and s["class"] in ("first", "second") for s in seats
+    )
 
 
 def test_the_contacts_port_behaves_like_contacts() -> None:
@@ -103,7 +109,9 @@ def test_the_contacts_port_behaves_like_contacts() -> None:
 def test_book_pay_and_preconditions() -> None:
     rail = APP_CLASSES["rail"]()
     free = next(s for s in rail.data["seats"] if not s["taken"])
-    out = rail.run(Request(params={"action": "book-seat", "id": free["id"]}, form={"passenger": "Ada Lovelace"}))
+    out = rail.run(
+        Request(params={"action": "book-seat", "id": free["id"]}, form={"passenger": "Ada Lovelace"})
+    )
     assert isinstance(out, Redirect)
     booking = rail.data["bookings"][-1]
     assert booking == {
@@ -130,10 +138,14 @@ def test_transfer_moves_an_amount_and_checks_it() -> None:
     transit = APP_CLASSES["transit"]()
     card, bank = transit.data["cards"]
     for bad, why in (("0", "above 0"), ("abc", "whole number"), (str(card["balance"] + 1), "Not enough")):
-        out = transit.run(Request(params={"action": "top-up", "id": card["id"]}, form={"to": bank["id"], "amount": bad}))
+        out = transit.run(
+            Request(params={"action": "top-up", "id": card["id"]}, form={"to": bank["id"], "amount": bad})
+        )
         assert isinstance(out, str) and why in out
     total = card["balance"] + bank["balance"]
-    transit.run(Request(params={"action": "top-up", "id": bank["id"]}, form={"to": card["id"], "amount": "20"}))
+    transit.run(
+        Request(params={"action": "top-up", "id": bank["id"]}, form={"to": card["id"], "amount": "20"})
+    )
     assert card["balance"] == 26 and card["balance"] + bank["balance"] == total
 
 
@@ -154,3 +166,13 @@ def test_spec_apps_are_registered_and_a_user_spec_file_loads_by_path(tmp_path: P
     (tmp_path / "bad.json").write_text(json.dumps(_broken(lambda s: s.update(name="Bad Name"))))
     with pytest.raises(SpecError, match=r"bad.json: at \$.name"):
         make_apps([str(tmp_path / "bad.json")])
+
+
+def test_the_docs_spec_is_the_example_and_it_loads() -> None:
+    root = Path(__file__).resolve().parents[2]
+    example = (root / "examples/spec_app/pantry.json").read_text()
+    assert example.strip() in (root / "docs/app_specs.md").read_text()
+    spec = load_spec(root / "examples/spec_app/pantry.json")
+    assert [r["name"] for r in spec["entities"]["items"]["seed_records"]] == ["Oat milk", "Rice", "Peas"]
+    tasks = [json.loads(line) for line in (root / "examples/spec_app/tasks.jsonl").read_text().splitlines()]
+    assert {t["apps"][0] for t in tasks} == {"pantry"}

@@ -51,7 +51,9 @@ async def crawl(client: aiohttp.ClientSession, h: AppHost, app: str) -> dict[str
     return seen
 
 
-def valid_form(spec: dict[str, Any], state: dict[str, Any], a: dict[str, Any], rec: dict[str, Any] | None) -> dict:
+def valid_form(
+    spec: dict[str, Any], state: dict[str, Any], a: dict[str, Any], rec: dict[str, Any] | None
+) -> dict:
     """Input that the action accepts (what a golden solution would type)."""
     en = a["creates"] if a["kind"] == "book" else a["entity"]
     form: dict[str, str] = {}

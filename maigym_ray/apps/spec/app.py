@@ -20,8 +20,14 @@ from maigym_ray.apps.app import _TEMPLATES, App, Redirect, Request, Route
 from maigym_ray.apps.spec.loader import coerce, default_value, load_spec
 from maigym_ray.errors import AppError
 
-_OPS = {"eq": operator.eq, "ne": operator.ne, "gt": operator.gt, "ge": operator.ge, "lt": operator.lt}
-_OPS["le"] = operator.le
+_OPS = {
+    "eq": operator.eq,
+    "ne": operator.ne,
+    "gt": operator.gt,
+    "ge": operator.ge,
+    "lt": operator.lt,
+    "le": operator.le,
+}
 #: Actions that run from a record's detail screen; ``create`` runs from the navigation bar.
 RECORD_KINDS = ("update", "delete", "toggle", "transfer", "book", "pay")
 
@@ -61,7 +67,9 @@ class SpecApp(App):
 
     def state_hash(self) -> str:
         """SHA-256 of the canonical JSON of the state: what a reset must restore."""
-        return hashlib.sha256(json.dumps(self.data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+        return hashlib.sha256(
+            json.dumps(self.data, sort_keys=True, separators=(",", ":")).encode()
+        ).hexdigest()
 
     # -- spec lookups ------------------------------------------------------------------------------------------
     def _screens(self, kinds: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -82,7 +90,7 @@ class SpecApp(App):
     def _new_id(self, en: str) -> str:
         prefix = self.SPEC["entities"][en]["id_prefix"]
         nums = [int(r["id"][len(prefix) :]) for r in self.data[en] if r["id"][len(prefix) :].isdigit()]
-        return f"{prefix}{max(nums + [0]) + 1}"
+        return f"{prefix}{max([*nums, 0]) + 1}"
 
     def label(self, en: str, rid: Any) -> str:
         """A referenced record's title (ids of other apps' records are shown as they are)."""
@@ -103,7 +111,7 @@ class SpecApp(App):
 
     # -- rendering ---------------------------------------------------------------------------------------------
     def render(self, template: str, **ctx: Any) -> str:
-        nav = [s for s in self._screens(("list", "search"))]
+        nav = self._screens(("list", "search"))
         creates = [a for a in self.SPEC["actions"] if a["kind"] == "create"]
         return _TEMPLATES.get_template(f"spec/{template}").render(
             app=self, base=f"/{self.name}", spec=self.SPEC, nav=nav, creates=creates, **ctx
@@ -138,16 +146,23 @@ class SpecApp(App):
         elif s["kind"] == "search":
             recs = []  # a search screen shows results only for a query
         for k in reversed(s.get("sort", [])):
-            recs.sort(key=lambda r, k=k: (r.get(k["field"]) is None, r.get(k["field"])), reverse=k.get("desc", False))
+            recs.sort(
+                key=lambda r, k=k: (r.get(k["field"]) is None, r.get(k["field"])),
+                reverse=k.get("desc", False),
+            )
         title = self.SPEC["entities"][en]["title_field"]
         cols = [c for c in s.get("columns", []) if c != title]
-        return self.render("list.html", s=s, en=en, recs=recs, cols=cols, title_field=title, q=req.query.get("q", ""))
+        return self.render(
+            "list.html", s=s, en=en, recs=recs, cols=cols, title_field=title, q=req.query.get("q", "")
+        )
 
     def _actions_for(self, en: str, rec: dict[str, Any]) -> list[dict[str, Any]]:
         return [
             a
             for a in self.SPEC["actions"]
-            if a["entity"] == en and a["kind"] in RECORD_KINDS and all(holds(c, rec) for c in a.get("preconditions", []))
+            if a["entity"] == en
+            and a["kind"] in RECORD_KINDS
+            and all(holds(c, rec) for c in a.get("preconditions", []))
         ]
 
     def detail(self, req: Request, error: str = "", flash: str = "") -> str:
@@ -158,7 +173,13 @@ class SpecApp(App):
         ds = next((s for s in self._screens(("detail",)) if s["entity"] == en), None)
         fields = ds["columns"] if ds and ds.get("columns") else list(self.SPEC["entities"][en]["fields"])
         return self.render(
-            "detail.html", en=en, rec=rec, fields=fields, actions=self._actions_for(en, rec), error=error, flash=flash
+            "detail.html",
+            en=en,
+            rec=rec,
+            fields=fields,
+            actions=self._actions_for(en, rec),
+            error=error,
+            flash=flash,
         )
 
     # -- actions -----------------------------------------------------------------------------------------------
@@ -191,7 +212,15 @@ class SpecApp(App):
             tent, _, tfield = a["target"].partition(".")
             pick = [(r["id"], f"{self.label(tent, r['id'])} (€{r[tfield]})") for r in self.data[tent]]
         return self.render(
-            "form.html", a=a, rec=rec, fen=fen, fields=fields, vals=vals, choices=choices, pick=pick, error=error
+            "form.html",
+            a=a,
+            rec=rec,
+            fen=fen,
+            fields=fields,
+            vals=vals,
+            choices=choices,
+            pick=pick,
+            error=error,
         )
 
     def run(self, req: Request) -> Redirect | str:
@@ -211,7 +240,9 @@ class SpecApp(App):
             raise KeyError(f"action {a['id']} needs a record")
         rec = self._record(en, req.params["id"])
         if not all(holds(c, rec) for c in a.get("preconditions", [])):
-            return self.detail(Request(params={"entity": en, "id": rec["id"]}), error=f"{a['label']} is not possible now.")
+            return self.detail(
+                Request(params={"entity": en, "id": rec["id"]}), error=f"{a['label']} is not possible now."
+            )
         err = getattr(self, f"_do_{a['kind']}")(a, rec, req)
         if err:
             return self.form(req, err, req.form)
@@ -228,7 +259,12 @@ class SpecApp(App):
             label = f.get("label", fn.replace("_", " ").capitalize())
             if f.get("required") and not raw:
                 return out, f"{label} is required."
-            if f["type"] == "ref" and f["ref"] in self.data and raw and not self.find(self.data[f["ref"]], "id", raw):
+            if (
+                f["type"] == "ref"
+                and f["ref"] in self.data
+                and raw
+                and not self.find(self.data[f["ref"]], "id", raw)
+            ):
                 return out, f"Choose a valid {label.lower()}."
             val, err = coerce(f, raw if raw or f["type"] not in ("int", "money") else "0")
             if err:
@@ -296,7 +332,9 @@ class SpecApp(App):
 
 def needs_form(a: dict[str, Any]) -> bool:
     """Whether an action opens a form screen (otherwise its button posts directly, or via a confirmation)."""
-    return a["kind"] in ("create", "update", "transfer", "pay") or (a["kind"] == "book" and bool(a.get("fields")))
+    return a["kind"] in ("create", "update", "transfer", "pay") or (
+        a["kind"] == "book" and bool(a.get("fields"))
+    )
 
 
 def spec_app_class(spec: dict[str, Any], file: str = "") -> type[SpecApp]:

@@ -49,7 +49,9 @@ def load_spec(path: str | Path) -> dict[str, Any]:
 
 def check_spec(spec: Any, file: str = "<spec>") -> dict[str, Any]:
     """Checks ``spec`` (already parsed) against the schema and the reference rules; returns an expanded copy."""
-    errors = sorted(_validator().iter_errors(spec), key=lambda e: (len(e.absolute_path), list(map(str, e.path))))
+    errors = sorted(
+        _validator().iter_errors(spec), key=lambda e: (len(e.absolute_path), list(map(str, e.path)))
+    )
     if errors:
         # the deepest error is the most specific one ("$.actions[1].kind: 'fly' is not one of ...")
         e = max(errors, key=lambda e: len(e.absolute_path))
@@ -122,8 +124,7 @@ class _Rules:
         self.entity(en, f"{p}.entity")
         form_ent = a.get("creates", en) if kind == "book" else en
         for j, fn in enumerate(a.get("fields", [])):
-            if self.field(form_ent, fn, f"{p}.fields[{j}]")["type"] == "ref" and kind == "book":
-                pass  # a booking form may choose a referenced record (e.g. a seat)
+            self.field(form_ent, fn, f"{p}.fields[{j}]")  # a book form fills the record it creates
         for j, c in enumerate(a.get("preconditions", [])):
             self.field(en, c["field"], f"{p}.preconditions[{j}].field")
         for fn in a.get("set", {}):
@@ -230,7 +231,9 @@ def _seed(spec: dict[str, Any], en: str, file: str) -> list[dict[str, Any]]:
                     ref = g["ref"]
                     pool = spec["entities"].get(ref, {}).get("seed_records")
                     if not pool:
-                        raise SpecError(file, p, f"ref generator needs seeded entity {ref!r} declared earlier")
+                        raise SpecError(
+                            file, p, f"ref generator needs seeded entity {ref!r} declared earlier"
+                        )
                     val = rng.choice(pool)["id"]
                 val, err = coerce(f, val)
                 if err:

@@ -176,3 +176,14 @@ def test_the_docs_spec_is_the_example_and_it_loads() -> None:
     assert [r["name"] for r in spec["entities"]["items"]["seed_records"]] == ["Oat milk", "Rice", "Peas"]
     tasks = [json.loads(line) for line in (root / "examples/spec_app/tasks.jsonl").read_text().splitlines()]
     assert {t["apps"][0] for t in tasks} == {"pantry"}
+
+
+def test_shipped_spec_apps_are_distinct_and_documented() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs/app_specs.md").read_text()
+    new = [n for n in SPEC_APPS if n != "phonebook"]
+    assert len(new) >= 37 and len(APP_CLASSES) >= 49
+    titles = [APP_CLASSES[n].title for n in SPEC_APPS]
+    assert len(set(titles)) == len(titles) == len(set(SPEC_APPS))
+    for n in SPEC_APPS:
+        assert f"| `{n}` |" in docs, n
+        assert APP_CLASSES[n].SPEC["description"], n

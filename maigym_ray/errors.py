@@ -55,3 +55,12 @@ class LeaseError(MaigymError):
 
 class AppError(MaigymError):
     """A mocked app rejected a seed or a control request."""
+
+
+class SpecError(ConfigError):
+    """An app spec is invalid: names the spec file, the JSON path inside it and the rule it breaks, so a bad spec
+    fails when it is loaded and never as a broken screen later."""
+
+    def __init__(self, file: str, path: str, rule: str) -> None:
+        self.file, self.path, self.rule = file, path, rule
+        super().__init__(f"app spec {file}: at {path}: {rule}")

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from maigym_ray.apps.app import App
+from maigym_ray.apps.spec.app import load_spec_app
+from maigym_ray.apps.spec.loader import BUILTIN_DIR
 from maigym_ray.errors import ConfigError
 from maigym_ray.plugins import Registry, import_spec
 
@@ -40,9 +43,26 @@ def register_app(spec: str | type[App]) -> str:
     return cls.name
 
 
+def register_spec(path: str | Path) -> str:
+    """Loads the app spec at ``path`` (a SpecError if it is bad), registers its SpecApp; returns the app name.
+    The same file twice is one app (every process that reads the config registers it again)."""
+    key = str(Path(path).resolve())
+    if key not in _SPEC_FILES:
+        _SPEC_FILES[key] = register_app(load_spec_app(path))
+    return _SPEC_FILES[key]
+
+
+_SPEC_FILES: dict[str, str] = {}
+
+
+#: The apps served from the spec files shipped in ``maigym_ray/apps/specs/`` (in file-name order).
+SPEC_APPS: tuple[str, ...] = tuple(register_spec(p) for p in sorted(BUILTIN_DIR.glob("*.json")))
+
+
 def resolve_app_names(names: list[str] | tuple[str, ...]) -> list[str]:
-    """``names`` with every ``"module:Class"`` entry registered and replaced by its app name."""
-    return [register_app(n) if ":" in n else n for n in names]
+    """``names`` with every ``"module:Class"`` entry and every spec file (``*.json``) registered and replaced by
+    its app name."""
+    return [register_spec(n) if n.endswith(".json") else register_app(n) if ":" in n else n for n in names]
 
 
 def check_app_names(names: list[str] | tuple[str, ...]) -> None:

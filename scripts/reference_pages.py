@@ -63,7 +63,7 @@ def verifiers_page() -> str:
     from maigym_ray.tasks import osworld_metrics, sandbox, verifiers
 
     lines = ["# Verifiers", "", _doc(verifiers), "", "## Verifier names", ""]
-    lines += [", ".join(f"`{n}`" for n in verifiers.VERIFIER_BUILDERS), ""]
+    lines += [", ".join(f"`{n}`" for n in verifiers.VERIFIERS), ""]
     lines += ["## `checks`: the operators", "", "| op | keys it needs | optional keys |", "|---|---|---|"]
     for op, (required, optional) in verifiers.CHECK_KEYS.items():
         need = ", ".join(f"`{k}`" for k in sorted(required - {"op"}))
@@ -113,14 +113,14 @@ def app_api_page() -> str:
         abstract = " (abstract: you write it)" if getattr(member, "__isabstractmethod__", False) else ""
         lines.append(f"| `{name}{_signature(member)}` | {first}{abstract} |")
     lines += ["", "## Seed keys of the built-in apps", "", "| app | seed key: type |", "|---|---|"]
-    for name, cls in sorted(registry.APP_CLASSES.items()):
+    for name, cls in sorted((n, registry.APP_CLASSES[n]) for n in registry.APP_CLASSES):
         if not cls.__module__.startswith("maigym_ray."):
             continue  # an installed third-party app is not part of this page
         keys = ", ".join(f"`{k}`: {t.__name__}" for k, t in cls.SCHEMA.items())
         lines.append(f"| `{name}` | {keys} |")
     lines += [
         "",
-        f"Third-party apps register through the `{registry.ENTRY_POINT_GROUP}` entry-point group, or "
+        f"Third-party apps register through the `{registry.APP_CLASSES.group}` entry-point group, or "
         "as `env.apps=[module:Class]`.",
         "",
     ]

@@ -27,6 +27,7 @@ import torch
 
 from maigym_ray.policy.grammar import TokenGrammar
 from maigym_ray.rl.packing import PackedSequence
+from maigym_ray.rl.strategies import TRAINER_STRATEGIES, RankSetup
 from maigym_ray.rl.trainer import TorchTrainer, TrainerConfig
 
 log = logging.getLogger(__name__)
@@ -73,22 +74,9 @@ class TrainerRank:
         # replies sampled under a regex (policy.action_space) are scored under the same grammar; an unconstrained
         # run pays the tokenizer load only (the compiler is built on first use)
         grammar = TokenGrammar.from_model_dir(model_dir)
-        self.trainer: Any
-        if strategy == "deepspeed":
-            from maigym_ray.rl.deepspeed_trainer import DeepSpeedTrainer
-            from maigym_ray.weights import rendezvous as meet
-
-            cuda = self.device.type == "cuda"
-            # DeepSpeed reads the rank layout from the environment; each rank sees one device, so LOCAL_RANK 0.
-            os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": "0"})
-            store, _ = meet.store_for(rendezvous, rank, world_size)
-            self._store = store  # rank 0 hosts it: it must live as long as the group
-            torch.distributed.init_process_group(
-                "nccl" if cuda else "gloo", store=store, rank=rank, world_size=world_size
-            )
-            self.trainer = DeepSpeedTrainer(model, cfg, zero_stage=zero_stage, bf16=cuda, grammar=grammar)
-        else:
-            self.trainer = TorchTrainer(model.to(self.device), cfg, grammar=grammar)
+        # the strategy (rl/strategies.py, a plug-in kind) builds this rank's trainer; topology checked its settings
+        setup = RankSetup(model, cfg, self.device, rank, world_size, zero_stage, rendezvous, grammar)
+        self.trainer: Any = TRAINER_STRATEGIES[strategy].build(setup)
 
     def info(self) -> dict[str, Any]:
         """Where this rank runs: node, IP, device and Ray's GPU ids."""
@@ -197,10 +185,6 @@ class TrainerGroup:
         """``options``: one Ray options dict per rank (runtime/placement.py)."""
         import ray
 
-        if strategy == "deepspeed" and zero_stage not in (1, 2):
-            raise ValueError(f"zero_stage={zero_stage}: the DeepSpeed strategy supports 1 or 2")
-        if strategy == "torch" and len(options) != 1:
-            raise ValueError(f"strategy torch runs one rank, not {len(options)}")
         rendezvous = f"ds-{uuid.uuid4().hex[:8]}"
         world = len(options)
         self.ranks = [

@@ -9,6 +9,7 @@ from typing import Any
 
 from maigym_ray.config import validate_manager_config
 from maigym_ray.errors import ConfigError
+from maigym_ray.rollout import policy_kind
 from maigym_ray.runtime.pools import load_tasks, synthesis_stage
 from maigym_ray.runtime.schema import TrainConfig
 
@@ -18,8 +19,10 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict[str, Any]:
     from maigym_ray.runtime.session import Session
 
     validate_manager_config(cfg.env)
-    if cfg.policy.kind != "engine":
-        raise ConfigError(f"training needs policy.kind=engine (got {cfg.policy.kind!r})")
+    if not policy_kind(cfg.policy.kind).engines:
+        raise ConfigError(
+            f"training needs a policy kind that runs on engines, such as policy.kind=engine (got {cfg.policy.kind!r})"
+        )
     if cfg.tasks.split:
         raise ConfigError("tasks.split must be empty for training: set train_split / heldout_split instead")
     cfg.trainer.check()

@@ -60,7 +60,7 @@ def test_an_experiments_training_settings_reach_cli_train_only():
     experiments = {p.stem for p in (CONF / "experiment").glob("*.yaml")}
     assert {p.stem for p in (CONF / "train_recipe").glob("*.yaml")} <= experiments
     smol = _compose("experiment=smol", name="train")
-    assert smol.trainer.autocast == "bf16" and smol.trainer.token_budget == 4096
+    assert smol.trainer.autocast == "bf16" and smol.trainer.token_budget == 2048
     assert smol.policy.engine.model == "smollm2-135m" and smol.tasks.family_ids == "random"
     plain = _compose(name="train")
     assert plain.trainer.trainable_layers == 0 and plain.policy.engine.model == "tiny-text"
@@ -98,7 +98,7 @@ def test_unknown_backend_lists_choices():
 
 
 def test_unknown_app_lists_valid_apps():
-    with pytest.raises(ConfigError, match="valid apps: bank, calendar, contacts, food, hotel, library, mail"):
+    with pytest.raises(ConfigError, match="valid apps: .*bank, .*calendar, .*contacts, .*food, .*hotel, .*library, .*mail"):
         validate_manager_config(EnvManagerConfig(apps=["mail", "casino"]))
 
 

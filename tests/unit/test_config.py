@@ -98,7 +98,9 @@ def test_unknown_backend_lists_choices():
 
 
 def test_unknown_app_lists_valid_apps():
-    with pytest.raises(ConfigError, match="valid apps: .*bank, .*calendar, .*contacts, .*food, .*hotel, .*library, .*mail"):
+    with pytest.raises(
+        ConfigError, match=r"valid apps: .*bank, .*calendar, .*contacts, .*food, .*hotel, .*library, .*mail"
+    ):
         validate_manager_config(EnvManagerConfig(apps=["mail", "casino"]))
 
 

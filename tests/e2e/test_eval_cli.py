@@ -56,7 +56,7 @@ def test_eval_random_policy_scores_low_and_bad_config_fails_clearly(tmp_path):
     rows = pq.read_table(tmp_path / "results.parquet").to_pylist()
     assert len(rows) == 3 and sum(r["success"] for r in rows) <= 1
     bad = _run(tmp_path / "bad", "policy.kind=genius", "wandb.mode=disabled")
-    assert bad.returncode != 0 and "choose one of: golden, random" in bad.stderr
+    assert bad.returncode != 0 and "registered: golden, random" in bad.stderr
 
 
 def test_collect_keeps_trajectories(tmp_path):

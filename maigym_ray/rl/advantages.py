@@ -3,12 +3,14 @@
 A GRPO group is G attempts of one task from the same initial state. Each attempt's advantage is its reward
 minus the group mean, divided by the group std (plus eps); Dr.GRPO drops the std division, which removes the
 bias towards groups whose rewards barely differ. A group whose rewards are all equal has zero advantage for
-every attempt and carries no policy gradient, so it is dropped before packing (and counted: the share of such
-groups is what the adaptive sampler drives down), unless ``format_advantages`` gives its attempts a term of their
-own (they differ in malformed steps).
+every attempt and carries no policy gradient, so it is dropped before packing (and counted: the share of
+attempts in such groups is what the adaptive sampler drives down), unless ``format_advantages`` gives its
+attempts a term of their own (they differ in malformed steps).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 
@@ -86,6 +88,12 @@ def zero_variance_groups(rewards: torch.Tensor, tol: float = 1e-8) -> torch.Tens
     return (rewards.max(dim=1).values - rewards.min(dim=1).values) <= tol
 
 
-def zero_variance_share(rewards: torch.Tensor) -> float:
-    """The share of the B groups in [B, G] ``rewards`` that carry no GRPO gradient."""
-    return float(zero_variance_groups(rewards).float().mean()) if rewards.numel() else 0.0
+def zero_variance_share(groups: Sequence[torch.Tensor]) -> float:
+    """The share of attempts that sit in a group carrying no GRPO gradient (0.0 when there are none).
+
+    Each of ``groups`` is one group's [G] rewards; G may differ between groups (infra-failed attempts are
+    left out before this), so the share counts attempts, not groups. A lone attempt has nothing to be
+    compared with and counts as flat."""
+    total = sum(int(g.numel()) for g in groups)
+    flat = sum(int(g.numel()) for g in groups if g.numel() and bool(zero_variance_groups(g[None])[0]))
+    return flat / max(1, total)

@@ -38,7 +38,7 @@ from maigym_ray.rl.advantages import (
     format_advantages,
     group_advantages,
     step_penalized,
-    zero_variance_groups,
+    zero_variance_share,
 )
 from maigym_ray.rl.packing import PackedSequence, pack
 from maigym_ray.rl.report import write_report
@@ -284,7 +284,7 @@ class Driver:
             if not f.trajectory.infra_failed:
                 groups.setdefault(f.item[0], []).append(f.trajectory)
         seqs: list[PackedSequence] = []
-        zero_var = 0
+        penalized: list[torch.Tensor] = []  # each group's rewards, for the zero-variance share
         for tid, trajs in groups.items():
             rewards = torch.tensor([t.reward.value for t in trajs], dtype=torch.float32)
             self.sampler.update(tid, rewards.tolist())
@@ -294,11 +294,9 @@ class Driver:
                 torch.tensor([[t.reward.success for t in trajs]]),
                 self.cfg.grpo.step_penalty,
             )[0]
+            penalized.append(rewards)
             if len(trajs) < 2:
-                zero_var += len(trajs)
-                continue
-            flat = bool(zero_variance_groups(rewards[None])[0])
-            zero_var += len(trajs) if flat else 0  # no verifier gradient in this group
+                continue  # nothing to compare a lone attempt with
             adv = group_advantages(rewards[None], normalize_std=self.cfg.grpo.normalize_std)[0]
             invalid = torch.tensor([[sum(turn.action is None for turn in t.turns) for t in trajs]])
             adv = adv + format_advantages(invalid, self.cfg.grpo.invalid_action_penalty)[0]
@@ -321,7 +319,7 @@ class Driver:
             "infra_failed": len(done) - len(scored),
             "success": rate(sum(t.reward.success for t in scored), len(scored)),
             "reward": rate(sum(t.reward.value for t in scored), len(scored)),
-            "zero_var_share": zero_var / max(1, len(scored)),
+            "zero_var_share": zero_variance_share(penalized),
             "sequences": len(seqs),
             **{k: float(v) for k, v in stats.items()},
             "rollout_s": t1 - t0,

@@ -92,8 +92,10 @@ def _round(
 def test_two_successes_of_different_length_train_only_with_a_step_penalty(tmp_path, monkeypatch):
     metrics, advantages, _ = _round(tmp_path, monkeypatch, 0.0, [(True, 3), (True, 5)])
     assert metrics["sequences"] == 0 and advantages == []  # equal rewards: no gradient
+    assert metrics["zero_var_share"] == 1.0
     metrics, advantages, seen = _round(tmp_path, monkeypatch, 0.02, [(True, 3), (True, 5)])
     assert metrics["sequences"] == 2
+    assert metrics["zero_var_share"] == 0.0  # the share is taken over the shaped rewards
     assert advantages[0] > 0 > advantages[1]  # the 3-step success is the one reinforced
     assert seen == [[1.0, 1.0]]  # the sampler sees the verifier's rewards
 

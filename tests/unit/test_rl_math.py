@@ -72,7 +72,12 @@ def test_format_advantages_by_hand():
 def test_zero_variance_filtering():
     r = torch.tensor([[1.0, 1.0], [0.0, 0.0], [0.0, 1.0]])
     assert zero_variance_groups(r).tolist() == [True, True, False]
-    assert zero_variance_share(r) == pytest.approx(2 / 3)
+    assert zero_variance_share(list(r)) == pytest.approx(2 / 3)
+    # groups of different sizes (infra failures left out): the share counts attempts; a lone attempt is flat
+    uneven = [torch.tensor([1.0, 1.0, 1.0]), torch.tensor([0.0, 1.0]), torch.tensor([0.5])]
+    assert zero_variance_share(uneven) == pytest.approx(4 / 6)
+    assert zero_variance_share([torch.tensor([0.0, 1e-9])]) == 1.0  # equal within the tolerance
+    assert zero_variance_share([]) == 0.0
 
 
 def test_clipped_loss_four_cases_by_hand():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from maigym_ray.envs.config import check_choice
 from maigym_ray.errors import ConfigError
 from maigym_ray.rl.strategies import TRAINER_STRATEGIES
 
@@ -187,10 +188,10 @@ def validate(
     ``platforms``: platform -> env instances the configured pools may hold (``max_size`` summed per platform);
     ``num_engines`` (0: the run starts no engine) and ``trainer`` as in :func:`demand`.
     """
-    _choice("topology.mode", topo.mode, MODES)
+    check_choice("topology.mode", topo.mode, MODES)
     strategy = TRAINER_STRATEGIES.load(topo.trainer.strategy)  # unknown: a ConfigError listing the registered
-    _choice("topology.weight_sync.backend", topo.weight_sync.backend, SYNC_BACKENDS)
-    _choice("topology.weight_sync.rendezvous", topo.weight_sync.rendezvous, RENDEZVOUS)
+    check_choice("topology.weight_sync.backend", topo.weight_sync.backend, SYNC_BACKENDS)
+    check_choice("topology.weight_sync.rendezvous", topo.weight_sync.rendezvous, RENDEZVOUS)
     e, t = topo.engines, topo.trainer
     engines = engine_count(topo, num_engines) if num_engines else 0
     if e.count < 0:
@@ -263,8 +264,3 @@ def validate(
 def gpus_in_use(topo: TopologyConfig, num_engines: int = 1) -> int:
     """Whole GPUs the topology occupies (for reports)."""
     return math.ceil(demand(topo, {}, num_engines).gpus)
-
-
-def _choice(name: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ConfigError(f"{name}={value!r} is not valid; choose one of: {', '.join(choices)}")

@@ -110,12 +110,17 @@ class WaitQueue:
                 if w.on_done is not None:
                     w.on_done(w)
 
-    def cancel(self, w: Waiter) -> bool:
-        """Marks ``w`` given up and forgets what it was still owed; False once it was done or cancelled."""
+    def cancel(self, w: Waiter, release: Callable[[str], object], counters: Counter[str]) -> bool:
+        """The caller gave up (timeout, cancellation): marks ``w`` cancelled, forgets what it was still owed,
+        counts a ``request_timeouts`` and hands each lease it was partly granted back to ``release``. False
+        (and nothing done) once it was done or cancelled."""
         if w.done or w.cancelled:
             return False
         w.cancelled = True
         self.owed -= w.n - len(w.leases)
+        counters["request_timeouts"] += 1
+        for lease in w.leases:
+            release(lease)
         return True
 
 
@@ -281,11 +286,7 @@ class ControlPlane:
 
     def cancel(self, w: Waiter) -> None:
         """The caller gave up (timeout, cancellation): returns what it was partly granted; no-op once done."""
-        if not self._waiters[w.pool].cancel(w):
-            return
-        self.counters["request_timeouts"] += 1
-        for lease in w.leases:
-            self.release(lease)
+        self._waiters[w.pool].cancel(w, self.release, self.counters)
 
     def lookup(self, lease: str) -> Instance:
         """The instance behind a live lease; LeaseError when unknown, EnvUnavailableError when it failed."""

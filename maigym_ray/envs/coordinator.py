@@ -129,12 +129,8 @@ class Coordinator:
 
     def cancel(self, w: Waiter) -> None:
         """The caller gave up: returns what it was partly granted; no-op once the waiter is done."""
-        if not self._waiters[w.pool].cancel(w):
-            return
-        self.counters["request_timeouts"] += 1
-        for lease in w.leases:
-            self.release(lease)
-        self._spread_demand(w.pool)
+        if self._waiters[w.pool].cancel(w, self.release, self.counters):
+            self._spread_demand(w.pool)
 
     def release(self, lease: str) -> tuple[str, Instance | None]:
         """Returns a lease to its shard: the shard's outcome ("idle", "recycle", "drop", "unknown"), or

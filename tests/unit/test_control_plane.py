@@ -309,6 +309,22 @@ def test_waiters_are_served_in_order_and_time_out():
     assert plane.counters["request_timeouts"] == 1
 
 
+def test_a_coordinator_waiter_that_gives_up_returns_its_partial_grant():
+    coord = Coordinator(
+        {"web": PoolConfig(backend="fake", target_size=0, max_size=3)}, ShardingConfig(shards=1)
+    )
+    plane = coord.shards[0]
+    plane.started(plane.new_instance("web").id)
+    w = coord.request("web", 2)  # one idle instance: granted one, owed one
+    assert len(w.leases) == 1 and coord.waiting("web") == 1 and plane.extra_demand["web"] == 1
+    coord.cancel(w)
+    assert w.cancelled and coord.waiting("web") == 0 and plane.extra_demand["web"] == 0
+    assert coord.held == {} and plane.idle_count("web") == 1  # the partial grant is back in the pool
+    assert coord.counters["request_timeouts"] == 1
+    coord.cancel(w)  # a second give-up is a no-op
+    assert coord.counters["request_timeouts"] == 1
+
+
 def test_shards_split_pools_and_route_releases():
     big = {"web": PoolConfig(backend="fake", target_size=10, max_size=11)}
     assert shard_count(big, ShardingConfig(instances_per_shard=4)) == 3

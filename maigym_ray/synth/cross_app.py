@@ -9,22 +9,15 @@ from __future__ import annotations
 
 import random
 
+from maigym_ray.synth.drafts import Draft, answer, exists, price, template, times
+from maigym_ray.synth.personal_templates import compose, find_contact, new_event
 from maigym_ray.synth.planner import Answer, Click, ClickRow, ClickText, Compute, Open, Read, Type
-from maigym_ray.synth.templates import (
-    Draft,
-    answer,
+from maigym_ray.synth.service_templates import (
     book_hotel,
     book_train,
-    compose,
-    exists,
-    find_contact,
-    new_event,
-    price,
     request_ride,
     search_trains,
     shift_day,
-    template,
-    times,
     transfer,
 )
 from maigym_ray.synth.world import World, _add_minutes

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import random
 
+from maigym_ray.synth.drafts import Draft, absent, exists, template
 from maigym_ray.synth.planner import Click, ClickText, Open, Terminate
-from maigym_ray.synth.templates import Draft, absent, exists, template
 from maigym_ray.synth.world import World
 from maigym_ray.tasks.curriculum import HELDOUT, MAIL, PEOPLE, VERBS, curriculum_seeds
 

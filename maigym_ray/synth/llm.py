@@ -232,7 +232,7 @@ class LLMTaskWriter:
 
     async def drafts(self, world: Any) -> tuple[list[Any], list[Rejection]]:
         """Drafts for ``world`` (template ``llm``) and the proposals rejected as malformed."""
-        from maigym_ray.synth.templates import Draft
+        from maigym_ray.synth.drafts import Draft
 
         seeds = world.seeds()
         facts_json = json.dumps({a: seeds[a] for a in self.apps if a in seeds})[:6000]

@@ -6,12 +6,13 @@
   limit, and either bridge networking (adbd's 5555 published on ``adb_host``) or host networking (adbd's port
   passed as ``MAIGYM_ADB_PORT``). Boot is done when ``getprop sys.boot_completed`` answers 1; a container that
   does not get there within ``boot_timeout_s`` (or exits) raises :class:`BackendError` naming it.
-- **adb**: the real ``adb`` client (one adb server per node, on loopback) with ``adb connect host:port``;
-  every device command is one ``adb shell`` / ``adb exec-out`` call. Screenshots are ``screencap -p``;
-  the accessibility text comes from ``uiautomator dump`` (:func:`parse_hierarchy`): one ``[id] role "name"``
-  line per useful node, ids being resource-id names where there is one and ``eN`` otherwise.
-- **Actions** (every action of ``PLATFORM_ACTIONS["android"]``): ``input tap|swipe|text|keyevent|draganddrop``;
-  targets are element ids (the centre of the node's bounds, from the last observation) or x/y normalised
+- **adb**: the real ``adb`` client (:mod:`~maigym_ray.envs.backends.adb`; one adb server per node, on
+  loopback) with ``adb connect host:port``; every device command is one ``adb shell`` / ``adb exec-out`` call.
+  Screenshots are ``screencap -p``; the accessibility text comes from ``uiautomator dump``
+  (:mod:`~maigym_ray.envs.backends.android_screen`): one ``[id] role "name"`` line per useful node, ids being
+  resource-id names where there is one and ``eN`` otherwise.
+- **Actions** (every action of ``PLATFORM_ACTIONS["android"]``): ``input tap|swipe|text|keyevent|draganddrop``
+  (:mod:`~maigym_ray.envs.backends.android_input`); targets are element ids (the centre of the node's bounds, from the last observation) or x/y normalised
   to 0..1000. ``open_app`` starts ``app_components[name]`` with ``am start -n``; a mocked app without a
   component opens in the browser (``am start -a android.intent.action.VIEW -d <its URL>``), at
   ``apps_address``. The control endpoints stay behind the app host's secret, which never reaches the device.
@@ -32,163 +33,43 @@ import secrets
 import shlex
 import shutil
 import socket
-import struct
 import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
-from xml.etree import ElementTree
 
 from maigym_ray.envs.backend import Backend
+from maigym_ray.envs.backends.adb import AdbClient
+from maigym_ray.envs.backends.android_input import (
+    KEY_BACK,
+    KEY_DEL,
+    KEY_ENTER,
+    KEY_HOME,
+    KEY_MOVE_END,
+    KEYCODES,
+    AndroidInput,
+)
+from maigym_ray.envs.backends.android_screen import ROLES, parse_hierarchy, png_size
 from maigym_ray.envs.backends.web import AppsHandle
 from maigym_ray.envs.config import AndroidBackendConfig
 from maigym_ray.errors import AppError, BackendError, TaskError
 from maigym_ray.types import Action, Element, Observation, TaskSpec
 
-#: The grammar's key names as Android keycodes (``input keyevent``).
-KEYCODES: dict[str, int] = {
-    "Enter": 66,
-    "Tab": 61,
-    "Escape": 111,
-    "Backspace": 67,
-    "Delete": 112,
-    "Space": 62,
-    "ArrowUp": 19,
-    "ArrowDown": 20,
-    "ArrowLeft": 21,
-    "ArrowRight": 22,
-    "Home": 122,
-    "End": 123,
-    "PageUp": 92,
-    "PageDown": 93,
-    "Control": 113,
-    "Shift": 59,
-    "Alt": 57,
-    "Meta": 117,
-    **{chr(c): 29 + c - ord("a") for c in range(ord("a"), ord("z") + 1)},
-    **{str(d): 7 + d for d in range(10)},
-    **{f"F{i}": 130 + i for i in range(1, 13)},
-}
-KEY_BACK, KEY_HOME, KEY_ENTER, KEY_DEL, KEY_MOVE_END = 4, 3, 66, 67, 123
-
-#: Roles of widget classes (by the class name's last part); clickable unknown classes are buttons.
-ROLES: dict[str, str] = {
-    "EditText": "textbox",
-    "AutoCompleteTextView": "textbox",
-    "MultiAutoCompleteTextView": "textbox",
-    "CheckBox": "checkbox",
-    "CheckedTextView": "checkbox",
-    "RadioButton": "radio",
-    "Switch": "switch",
-    "SwitchCompat": "switch",
-    "ToggleButton": "switch",
-    "Button": "button",
-    "ImageButton": "button",
-    "FloatingActionButton": "button",
-    "SeekBar": "slider",
-    "RatingBar": "slider",
-    "Spinner": "combobox",
-    "ImageView": "image",
-    "WebView": "webview",
-    "ScrollView": "scrollable",
-    "HorizontalScrollView": "scrollable",
-    "RecyclerView": "list",
-    "ListView": "list",
-    "GridView": "list",
-    "TabWidget": "tablist",
-    "ProgressBar": "progressbar",
-    "TextView": "text",
-}
-_BOUNDS = re.compile(r"\[(-?\d+),(-?\d+)\]\[(-?\d+),(-?\d+)\]")
-_ID_CHARS = re.compile(r"[^A-Za-z0-9_.:-]")
-_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-def _role(cls: str, clickable: bool) -> str:
-    role = ROLES.get(cls.rsplit(".", 1)[-1])
-    return role or ("button" if clickable else "group")
-
-
-def _clean(text: str, limit: int = 100) -> str:
-    return " ".join(text.split()).replace('"', "'")[:limit]
-
-
-def parse_hierarchy(xml: str) -> tuple[str, list[Element], str]:
-    """A ``uiautomator dump`` as (accessibility lines, elements, foreground package).
-
-    Nodes are listed when they can be acted on (clickable, long-clickable, checkable, scrollable, editable)
-    or say something (text or content-desc), and have a non-empty box. Raises ValueError on output that holds
-    no hierarchy.
-    """
-    start = xml.find("<hierarchy")
-    end = xml.rfind("</hierarchy>")
-    if start < 0 or end < 0:
-        raise ValueError(f"no UI hierarchy in the dump output: {xml[:200]!r}")
-    try:
-        root = ElementTree.fromstring(xml[start : end + len("</hierarchy>")])
-    except ElementTree.ParseError as exc:
-        raise ValueError(f"unparsable UI hierarchy: {exc}") from exc
-    lines: list[str] = []
-    elements: list[Element] = []
-    seen: dict[str, int] = {}
-    package = ""
-    ordinal = 0
-    for node in root.iter("node"):
-        a = node.attrib
-        package = package or a.get("package", "")
-        m = _BOUNDS.fullmatch(a.get("bounds", ""))
-        if not m:
-            continue
-        x1, y1, x2, y2 = (int(v) for v in m.groups())
-        if x2 <= x1 or y2 <= y1:
-            continue
-
-        def flag(key: str, a: dict[str, str] = a) -> bool:
-            return a.get(key) == "true"
-
-        cls = a.get("class", "")
-        role = _role(cls, flag("clickable"))
-        text, desc, hint = (
-            _clean(a.get("text", "")),
-            _clean(a.get("content-desc", "")),
-            _clean(a.get("hint", "")),
-        )
-        rid = a.get("resource-id", "")
-        short = rid.split(":id/", 1)[-1] if rid else ""
-        actionable = any(flag(k) for k in ("clickable", "long-clickable", "checkable", "scrollable"))
-        if not (actionable or role == "textbox" or text or desc):
-            continue
-        value = ""
-        if role == "textbox":
-            name, value = desc or hint or short.replace("_", " "), text
-        else:
-            name = text or desc or hint
-        ordinal += 1
-        base = _ID_CHARS.sub("_", short)[:60] if short else f"e{ordinal}"
-        seen[base] = seen.get(base, 0) + 1
-        eid = base if seen[base] == 1 else f"{base}_{seen[base]}"
-        line = f'[{eid}] {role} "{name}"'
-        if role == "textbox":
-            line += f' value="{value}"'
-        if flag("checkable") and flag("checked"):
-            line += " checked"
-        for key in ("selected", "focused"):
-            if flag(key):
-                line += f" {key}"
-        if a.get("enabled") == "false":
-            line += " disabled"
-        if flag("scrollable") and role not in ("list", "scrollable"):
-            line += " scrollable"
-        lines.append(line)
-        elements.append(Element(eid, role, name, (x1 + x2) // 2, (y1 + y2) // 2, x2 - x1, y2 - y1, value))
-    return "\n".join(lines), elements, package
-
-
-def png_size(data: bytes) -> tuple[int, int]:
-    """(width, height) of a PNG; ValueError when ``data`` is not one."""
-    if not data.startswith(_PNG_SIGNATURE) or len(data) < 24 or data[12:16] != b"IHDR":
-        raise ValueError(f"not a PNG: {data[:40]!r}")
-    return struct.unpack(">II", data[16:24])
+# the names that moved to adb, android_input and android_screen stay importable from here
+__all__ = [
+    "KEYCODES",
+    "KEY_BACK",
+    "KEY_DEL",
+    "KEY_ENTER",
+    "KEY_HOME",
+    "KEY_MOVE_END",
+    "ROLES",
+    "AdbClient",
+    "AndroidBackend",
+    "boot_args",
+    "parse_hierarchy",
+    "png_size",
+]
 
 
 def boot_args(cfg: AndroidBackendConfig) -> list[str]:
@@ -205,90 +86,6 @@ def _free_port(host: str) -> int:
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
-
-
-class AdbClient:
-    """The real ``adb`` client binary, talking to the adb server on ``server_port`` (loopback)."""
-
-    _servers: set[tuple[str, int]] = set()  # noqa: RUF012  (servers this process started, per path and port)
-
-    def __init__(self, path: str = "adb", server_port: int = 5037, timeout_s: float = 30.0) -> None:
-        self.path, self.server_port, self.timeout_s = path, server_port, timeout_s
-
-    async def run(
-        self, *args: str, serial: str = "", timeout_s: float | None = None
-    ) -> tuple[int, bytes, bytes]:
-        """Runs one adb command; returns (exit status, stdout, stderr). Raises BackendError on a timeout."""
-        argv = [self.path, "-P", str(self.server_port), *(["-s", serial] if serial else []), *args]
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-            )
-        except OSError as exc:
-            raise BackendError(f"cannot run {self.path!r} (apt-get install adb): {exc}") from exc
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(), timeout_s or self.timeout_s)
-        except TimeoutError as exc:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
-            raise BackendError(f"adb {' '.join(args)[:80]} on {serial or 'the server'} timed out") from exc
-        return proc.returncode or 0, out, err
-
-    async def ensure_server(self) -> None:
-        """Starts the adb server once per process (its output to /dev/null, so no pipe outlives a call)."""
-        key = (self.path, self.server_port)
-        if key in self._servers:
-            return
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                self.path,
-                "-P",
-                str(self.server_port),
-                "start-server",
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.DEVNULL,
-                stderr=asyncio.subprocess.DEVNULL,
-            )
-            rc = await asyncio.wait_for(proc.wait(), self.timeout_s)
-        except (OSError, TimeoutError) as exc:
-            raise BackendError(f"cannot start the adb server on port {self.server_port}: {exc}") from exc
-        if rc != 0:
-            raise BackendError(f"adb start-server on port {self.server_port} failed (exit {rc})")
-        self._servers.add(key)
-
-    async def connect(self, serial: str) -> tuple[bool, str]:
-        """``adb connect``; (connected, adb's answer)."""
-        rc, out, err = await self.run("connect", serial, timeout_s=10)
-        text = (out + err).decode(errors="replace").strip()
-        return rc == 0 and "connected to" in text and "failed" not in text and "unable" not in text, text
-
-    async def disconnect(self, serial: str) -> None:
-        with contextlib.suppress(BackendError):
-            await self.run("disconnect", serial, timeout_s=10)
-
-    async def shell(self, serial: str, command: str, timeout_s: float | None = None) -> str:
-        """``adb shell <command>`` (one string, parsed by the device's shell); stdout and stderr as text."""
-        rc, out, err = await self.run("shell", command, serial=serial, timeout_s=timeout_s)
-        self._check(rc, err, serial, command)
-        return (out + err).decode(errors="replace")
-
-    async def exec_out(self, serial: str, command: str, timeout_s: float | None = None) -> bytes:
-        """``adb exec-out <command>``: the command's raw stdout."""
-        rc, out, err = await self.run("exec-out", command, serial=serial, timeout_s=timeout_s)
-        self._check(rc, err, serial, command)
-        return out
-
-    @staticmethod
-    def _check(rc: int, err: bytes, serial: str, command: str) -> None:
-        # adb's own failures (device offline, not found, connection lost) print "error: ..." and exit non-zero;
-        # a command's exit status (shell protocol v2 only) is left for the caller to read from the output.
-        text = err.decode(errors="replace").strip()
-        if rc != 0 and (text.startswith(("error:", "adb: error")) or "device offline" in text):
-            raise BackendError(f"adb on {serial} failed running {command[:60]!r}: {text[:300]}")
 
 
 class AndroidBackend(Backend):
@@ -628,96 +425,9 @@ class AndroidBackend(Backend):
             timings={"observe_s": time.perf_counter() - t0},
         )
 
-    def _point(self, args: dict[str, Any], prefix: str = "") -> tuple[int, int] | str:
-        if f"{prefix}id" in args:
-            el = self._elements.get(str(args[f"{prefix}id"]))
-            if el is None:
-                return f"no element with id {args[prefix + 'id']!r} on this screen"
-            return el.x, el.y
-        x = round(args[f"{prefix}x"] * (self.width - 1) / 1000)
-        y = round(args[f"{prefix}y"] * (self.height - 1) / 1000)
-        return x, y
-
-    def _element_at(self, args: dict[str, Any], pt: tuple[int, int]) -> Element | None:
-        """The text box a type action targets: its id, or the smallest text box around the point."""
-        if "id" in args:
-            el = self._elements.get(str(args["id"]))
-            return el if el is not None and el.role == "textbox" else None
-        boxes = [
-            e
-            for e in self._elements.values()
-            if e.role == "textbox" and abs(pt[0] - e.x) * 2 <= e.w and abs(pt[1] - e.y) * 2 <= e.h
-        ]
-        return min(boxes, key=lambda e: e.w * e.h, default=None)
-
     def _input(self, action: Action) -> list[str] | str:
         """The shell commands of one action, or an agent-mistake message."""
-        name, a = action.name, action.args
-        if name in ("click", "long_press"):
-            pt = self._point(a)
-            if isinstance(pt, str):
-                return pt
-            if name == "click":
-                return [f"input tap {pt[0]} {pt[1]}"]
-            ms = a.get("duration_ms") or self.cfg.long_press_ms
-            return [f"input swipe {pt[0]} {pt[1]} {pt[0]} {pt[1]} {ms}"]
-        if name == "type":
-            cmds = []
-            if "id" in a or "x" in a:  # like the web backend: a targeted type replaces the field's text
-                pt = self._point(a)
-                if isinstance(pt, str):
-                    return pt
-                cmds.append(f"input tap {pt[0]} {pt[1]}")
-                field = self._element_at(a, pt)
-                if field is not None and field.value:
-                    cmds.append(
-                        f"input keyevent {KEY_MOVE_END} " + " ".join([str(KEY_DEL)] * len(field.value))
-                    )
-            text = a["text"]
-            if not text.isascii() or any(c < " " and c != "\n" for c in text):
-                return "type: adb can only type printable ASCII text and line breaks on android"
-            for i, part in enumerate(text.split("\n")):
-                if i:
-                    cmds.append(f"input keyevent {KEY_ENTER}")
-                if part:
-                    cmds.append("input text " + shlex.quote(part.replace(" ", "%s")))
-            if a.get("enter"):
-                cmds.append(f"input keyevent {KEY_ENTER}")
-            return cmds
-        if name == "scroll":
-            pt = self._point(a) if ("id" in a or "x" in a) else (self.width // 2, self.height // 2)
-            if isinstance(pt, str):
-                return pt
-            d = a["direction"]
-            vertical = d in ("up", "down")
-            span = self.height if vertical else self.width
-            dist = min(a.get("amount") or int(span * 0.5), span - 2)
-            # the finger moves against the scroll direction: scrolling down drags the content up
-            sign = 1 if d in ("down", "right") else -1
-            c = pt[1] if vertical else pt[0]
-            start = min(max(c + sign * dist // 2, 1), span - 2)
-            end = min(max(start - sign * dist, 1), span - 2)
-            if vertical:
-                return [f"input swipe {pt[0]} {start} {pt[0]} {end} 400"]
-            return [f"input swipe {start} {pt[1]} {end} {pt[1]} 400"]
-        if name == "swipe":
-            fx, fy = self._point({"x": a["from_x"], "y": a["from_y"]})  # type: ignore[misc]
-            tx, ty = self._point({"x": a["to_x"], "y": a["to_y"]})  # type: ignore[misc]
-            return [f"input swipe {fx} {fy} {tx} {ty} 300"]
-        if name == "drag":
-            src, dst = self._point(a, "from_"), self._point(a, "to_")
-            for pt in (src, dst):
-                if isinstance(pt, str):
-                    return pt
-            ms = self.cfg.long_press_ms + 700
-            return [f"input draganddrop {src[0]} {src[1]} {dst[0]} {dst[1]} {ms}"]  # type: ignore[index]
-        if name == "key":
-            return [f"input keyevent {KEYCODES[a['key']]}"]
-        if name == "navigate_back":
-            return [f"input keyevent {KEY_BACK}"]
-        if name == "navigate_home":
-            return [f"input keyevent {KEY_HOME}"]
-        return f"action {name} is not supported on android"
+        return AndroidInput(self._elements, self.width, self.height, self.cfg.long_press_ms).commands(action)
 
     async def act(self, action: Action) -> str:
         self._require()

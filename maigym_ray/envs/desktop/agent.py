@@ -6,19 +6,9 @@ Started as its own process (on the X display it serves)::
         [--home-template T] [--session-dir S] [--port-file P] [--bind 127.0.0.1]
 
 It writes its port to ``--port-file`` (and prints ``READY <port>``) once the session Chromium is up. Every
-request needs ``Authorization: Bearer <token>`` (401 otherwise). Endpoints (JSON unless noted):
-
-- ``GET /health``; ``GET /screenshot`` (PNG); ``GET /observe?screenshot=1`` (screenshot as base64, the
-  window list and the Chromium page's elements in screen coordinates); ``POST /act`` (X input via xdotool:
-  click, double click, drag, type, key, hotkey, scroll at screen coordinates or at an element id);
-- ``POST /exec`` (argv, no shell by default, killed on timeout); ``GET|PUT /file?path=`` (confined to the home
-  directory); ``GET /files`` (small text files under home);
-- ``POST /session/launch`` (browser at a URL, editor, terminal); ``POST /session/reset`` (kill the session
-  apps, restore home from the template, wipe or relaunch Chromium); ``POST /browser/navigate`` and
-  ``/browser/back``.
-
-Agent mistakes (an unknown element id, no text field focused) come back as ``{"error": "..."}`` with status
-200; malformed requests get 400, forbidden paths 403, failures inside the desktop 500.
+request needs ``Authorization: Bearer <token>`` (401 otherwise); the endpoints are listed in
+:mod:`~maigym_ray.envs.desktop.agent_routes`; the home directory, where commands run and files are read
+and written, is kept by :mod:`~maigym_ray.envs.desktop.home_dir`.
 """
 
 from __future__ import annotations
@@ -28,7 +18,6 @@ import asyncio
 import base64
 import os
 import pwd
-import shutil
 import signal
 import subprocess
 import sys
@@ -42,6 +31,7 @@ from aiohttp import web
 from maigym_ray.envs.desktop.agent_routes import make_app
 from maigym_ray.envs.desktop.cdp import CDPError
 from maigym_ray.envs.desktop.guest_browser import GuestBrowser, die_with_parent, find_desktop_chromium
+from maigym_ray.envs.desktop.home_dir import HomeDir
 from maigym_ray.envs.desktop.xwindows import Window, XWindows
 
 #: Grammar key names -> X keysyms (xdotool spelling).
@@ -62,7 +52,6 @@ XKEYS: dict[str, str] = {
 }
 #: Pixels one wheel click scrolls in Chromium on X11 (used to turn a pixel amount into clicks).
 WHEEL_PX = 53
-_MAX_OUTPUT = 1 << 20
 SESSION_APPS = ("browser", "editor", "terminal")
 
 
@@ -91,7 +80,6 @@ class Agent:
         #: the user the terminal runs as; None: no terminal on this desktop
         self.terminal_user = terminal_user
         self.home = home.resolve()
-        self.home_template = home_template.resolve() if home_template else None
         self.session_dir = session_dir
         self.width, self.height = width, height
         self.settle_timeout_s = settle_timeout_s
@@ -117,6 +105,8 @@ class Agent:
             "GSETTINGS_BACKEND": "memory",
             "GTK_A11Y": "none",
         }
+        #: where commands run and files are read or written; restored from ``home_template`` on reset
+        self.home_dir = HomeDir(self.home, home_template, self.env, terminal_user)
         self.x = XWindows(display)
         self.browser = GuestBrowser(
             find_desktop_chromium(chromium), session_dir / "chromium-profile", self.env, width, height
@@ -411,7 +401,7 @@ class Agent:
                 if app == "editor":
                     argv = ["mousepad"]
                     if path:
-                        target = self.resolve(path)
+                        target = self.home_dir.resolve(path)
                         if target is None:
                             return f"editor: {path!r} is outside the home directory"
                         argv.append(str(target))
@@ -496,7 +486,7 @@ class Agent:
                     except (ProcessLookupError, PermissionError):
                         pass
             if restore_home:
-                self.restore_home()
+                self.home_dir.restore()
             if not self.with_browser:
                 return
             if keep_browser and self.browser.alive():
@@ -528,113 +518,6 @@ class Agent:
             *("--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"),
         ]
 
-    def _give_home_to_terminal(self) -> None:
-        """With a terminal, its user owns the home tree, so shell commands can work there like the editor."""
-        if self.terminal_user is None or os.geteuid() != 0:
-            return
-        try:
-            pw = pwd.getpwnam(self.terminal_user)
-        except KeyError:
-            return
-        for root, dirs, names in os.walk(self.home):
-            for name in [*dirs, *names]:
-                os.lchown(os.path.join(root, name), pw.pw_uid, pw.pw_gid)
-        os.chown(self.home, pw.pw_uid, pw.pw_gid)
-
-    def restore_home(self) -> None:
-        """Makes the home directory an exact copy of the template (empty without one)."""
-        self.home.mkdir(parents=True, exist_ok=True)
-        for child in self.home.iterdir():
-            if child.is_dir() and not child.is_symlink():
-                shutil.rmtree(child)
-            else:
-                child.unlink()
-        if self.home_template is not None and self.home_template.is_dir():
-            shutil.copytree(self.home_template, self.home, symlinks=True, dirs_exist_ok=True)
-        self._give_home_to_terminal()
-
-    # -- exec and files -------------------------------------------------------------------------------------
-    async def run_command(
-        self,
-        argv: list[str] | str,
-        timeout_s: float = 30.0,
-        shell: bool = False,
-        cwd: str = "",
-        stdin: str = "",
-    ) -> dict[str, Any]:
-        """Runs a command in the desktop (as the session user, in home); kills its group on timeout."""
-        workdir = self.resolve(cwd) if cwd else self.home
-        if workdir is None:
-            raise PermissionError(f"cwd {cwd!r} is outside the home directory")
-        if shell:
-            cmd = argv if isinstance(argv, str) else " ".join(argv)
-            proc = await asyncio.create_subprocess_shell(
-                cmd,
-                cwd=workdir,
-                env=self.env,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-                preexec_fn=die_with_parent,
-            )
-        else:
-            if isinstance(argv, str) or not argv:
-                raise ValueError("argv must be a non-empty list (or pass shell=true with a command string)")
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                cwd=workdir,
-                env=self.env,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-                preexec_fn=die_with_parent,
-            )
-        t0 = time.perf_counter()
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), timeout_s)
-            timed_out = False
-        except TimeoutError:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            out, err = await proc.communicate()
-            timed_out = True
-        return {
-            "rc": proc.returncode,
-            "stdout": out[:_MAX_OUTPUT].decode(errors="replace"),
-            "stderr": err[:_MAX_OUTPUT].decode(errors="replace"),
-            "timed_out": timed_out,
-            "seconds": time.perf_counter() - t0,
-        }
-
-    def resolve(self, path: str) -> Path | None:
-        """``path`` (relative to home, ``~/...`` or absolute) resolved inside home; None when it escapes."""
-        p = Path(path[2:] if path.startswith("~/") else ("" if path == "~" else path))
-        full = (p if p.is_absolute() else self.home / p).resolve()
-        return full if full == self.home or self.home in full.parents else None
-
-    def files(self, max_bytes: int = 65536, hidden: bool = False) -> list[dict[str, str]]:
-        """Small UTF-8 text files under home as ``{"path": relpath, "content": text}``, sorted by path."""
-        out = []
-        for root, dirs, names in os.walk(self.home):
-            if not hidden:
-                dirs[:] = [d for d in dirs if not d.startswith(".")]
-            for name in names:
-                if not hidden and name.startswith("."):
-                    continue
-                p = Path(root) / name
-                try:
-                    if p.is_symlink() or not p.is_file() or p.stat().st_size > max_bytes:
-                        continue
-                    text = p.read_bytes().decode("utf-8")
-                except (OSError, UnicodeDecodeError):
-                    continue
-                out.append({"path": p.relative_to(self.home).as_posix(), "content": text})
-        return sorted(out, key=lambda f: f["path"])
-
     async def close(self) -> None:
         """Stops every session app and the browser."""
         for proc in self.apps.values():
@@ -664,7 +547,7 @@ async def serve(args: argparse.Namespace) -> None:
         args.settle_timeout,
         args.terminal_user or None,
     )
-    agent.restore_home()
+    agent.home_dir.restore()
     agent.with_browser = not args.no_browser
     if agent.with_browser:
         await agent.browser.launch(args.url)

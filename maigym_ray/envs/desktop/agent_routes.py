@@ -1,5 +1,18 @@
 """The desktop guest agent's HTTP API: every route of :class:`~maigym_ray.envs.desktop.agent.Agent`, behind a
-bearer token (the agent's process and its command line are in agent.py)."""
+bearer token (the agent's process and its command line are in agent.py). Endpoints (JSON unless noted):
+
+- ``GET /health``; ``GET /screenshot`` (PNG); ``GET /observe?screenshot=1`` (screenshot as base64, the
+  window list and the Chromium page's elements in screen coordinates); ``POST /act`` (X input via xdotool:
+  click, double click, drag, type, key, hotkey, scroll at screen coordinates or at an element id);
+- ``POST /exec`` (argv, no shell by default, killed on timeout); ``GET|PUT /file?path=`` (confined to the home
+  directory); ``GET /files`` (small text files under home);
+- ``POST /session/launch`` (browser at a URL, editor, terminal); ``POST /session/reset`` (kill the session
+  apps, restore home from the template, wipe or relaunch Chromium); ``POST /browser/navigate`` and
+  ``/browser/back``.
+
+Agent mistakes (an unknown element id, no text field focused) come back as ``{"error": "..."}`` with status
+200; malformed requests get 400, forbidden paths 403, failures inside the desktop 500.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +24,8 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from maigym_ray.envs.desktop.home_dir import HomeDir
+
 
 class AgentAPI(Protocol):
     """What the routes call of the agent (:class:`~maigym_ray.envs.desktop.agent.Agent`). A Protocol, not an
@@ -18,6 +33,7 @@ class AgentAPI(Protocol):
 
     token: str
     home: Path
+    home_dir: HomeDir  # exec, files and the home's owner
     settle_timeout_s: float
     browser: Any  # a GuestBrowser
     _lock: asyncio.Lock  # the agent's one-operation-at-a-time lock, which the browser routes take too
@@ -30,17 +46,6 @@ class AgentAPI(Protocol):
     async def reset_session(
         self, restore_home: bool = True, keep_browser: bool = True, url: str = ""
     ) -> None: ...
-    async def run_command(
-        self,
-        argv: list[str] | str,
-        timeout_s: float = 30.0,
-        shell: bool = False,
-        cwd: str = "",
-        stdin: str = "",
-    ) -> dict[str, Any]: ...
-    def resolve(self, path: str) -> Path | None: ...
-    def files(self, max_bytes: int = 65536, hidden: bool = False) -> list[dict[str, str]]: ...
-    def _give_home_to_terminal(self) -> None: ...
 
 
 def make_app(agent: AgentAPI) -> web.Application:
@@ -70,7 +75,7 @@ def make_app(agent: AgentAPI) -> web.Application:
 
     def path_of(request: web.Request) -> Path:
         path = request.query.get("path", "")
-        full = agent.resolve(path) if path else None
+        full = agent.home_dir.resolve(path) if path else None
         if full is None:
             raise PermissionError(f"path {path!r} is outside the home directory")
         return full
@@ -94,7 +99,7 @@ def make_app(agent: AgentAPI) -> web.Application:
     async def run(r: web.Request) -> web.Response:
         b = await body(r)
         timeout = min(float(b.get("timeout_s", 30.0)), 600.0)
-        res = await agent.run_command(
+        res = await agent.home_dir.run_command(
             b["argv"], timeout, bool(b.get("shell", False)), b.get("cwd", ""), b.get("stdin", "")
         )
         return web.json_response(res)
@@ -112,12 +117,12 @@ def make_app(agent: AgentAPI) -> web.Application:
         p.parent.mkdir(parents=True, exist_ok=True)
         data = await r.read()
         p.write_bytes(data)
-        agent._give_home_to_terminal()
+        agent.home_dir.give_to_terminal()
         return web.json_response({"path": p.relative_to(agent.home).as_posix(), "bytes": len(data)})
 
     async def files(r: web.Request) -> web.Response:
         max_bytes = int(r.query.get("max_bytes", "65536"))
-        return web.json_response({"files": agent.files(max_bytes, r.query.get("hidden") == "1")})
+        return web.json_response({"files": agent.home_dir.files(max_bytes, r.query.get("hidden") == "1")})
 
     async def launch(r: web.Request) -> web.Response:
         b = await body(r)

@@ -3,15 +3,16 @@
 ReDroid needs binder and a pulled image; neither exists on a CI machine. The stand-in keeps the real stack
 above the device unchanged: the backend creates the container through the docker SDK with ReDroid's own
 arguments (privileged, ``androidboot.redroid_*`` boot arguments, a /data overlay, memory limit), and adb talks
-to it over TCP. The container's only process is :mod:`maigym_ray.testing.fake_device`, so the
+to it over TCP. The container's only process is :mod:`maigym_ray.testing.fake_android`, so the
 container's lifecycle is the device's: removing it kills adbd, recreating it boots a fresh device.
 
 How the image is made (no registry, nothing pulled): ``docker import`` of a small rootfs built in memory:
 
 - ``/bin/busybox`` (Debian's busybox-static) and ``/bin/sh`` linking to it;
-- ``/opt/maigym/fake_device.py`` (copied from this package, stdlib only);
-- ``/init``: ``exec "$MAIGYM_STANDIN_PYTHON" -S -u /opt/maigym/fake_device.py "$@"``, so boot arguments reach
-  the fake device as they reach ReDroid's init;
+- ``/opt/maigym/fake_android/`` (that package's modules, copied from this package: stdlib only, relative
+  imports);
+- ``/init``: ``cd /opt/maigym && exec "$MAIGYM_STANDIN_PYTHON" -S -u -m fake_android "$@"``, so boot arguments
+  reach the fake device as they reach ReDroid's init;
 - ``/lib`` and ``/lib64`` as the same symlinks the host has (merged /usr).
 
 Python itself is not in the image: the host's interpreter is bind-mounted read-only at run time
@@ -32,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 STANDIN_IMAGE = "maigym/redroid-standin:test"
-_FAKE = Path(__file__).with_name("fake_device.py")
+#: the fake device's package, copied whole into the image
+_FAKE = Path(__file__).with_name("fake_android")
 
 
 def _python() -> str:
@@ -77,15 +79,18 @@ def standin_rootfs(busybox: str = "") -> bytes:
             info.type, info.linkname = tarfile.SYMTYPE, target
             tar.addfile(info)
 
-        for d in ("bin", "opt", "opt/maigym", "data", "tmp", "proc", "sys", "dev", "etc", "sdcard"):
+        system = ("bin", "data", "tmp", "proc", "sys", "dev", "etc", "sdcard")
+        for d in (*system, "opt", "opt/maigym", "opt/maigym/fake_android"):
             add_dir(d, 0o1777 if d == "tmp" else 0o755)
         add_file("bin/busybox", Path(busybox).read_bytes())
         add_link("bin/sh", "busybox")
         for top in ("lib", "lib64"):
             if os.path.islink("/" + top):
                 add_link(top, os.readlink("/" + top))
-        add_file("opt/maigym/fake_device.py", _FAKE.read_bytes(), 0o644)
-        add_file("init", b'#!/bin/sh\nexec "$MAIGYM_STANDIN_PYTHON" -S -u /opt/maigym/fake_device.py "$@"\n')
+        for module in sorted(_FAKE.glob("*.py")):
+            add_file(f"opt/maigym/fake_android/{module.name}", module.read_bytes(), 0o644)
+        init = b'#!/bin/sh\ncd /opt/maigym && exec "$MAIGYM_STANDIN_PYTHON" -S -u -m fake_android "$@"\n'
+        add_file("init", init)
         add_file("etc/passwd", b"root:x:0:0:root:/:/bin/sh\n", 0o644)
     return buf.getvalue()
 

@@ -42,6 +42,7 @@ from maigym_ray.rl.advantages import (
 )
 from maigym_ray.rl.packing import PackedSequence, pack
 from maigym_ray.rl.report import write_report
+from maigym_ray.rl.roles import Roles
 from maigym_ray.rl.sampler import AdaptiveSampler, SamplerConfig
 from maigym_ray.rl.schedule import SCHEDULES, lr_factor
 from maigym_ray.rl.trainer import TrainerConfig
@@ -197,12 +198,11 @@ class Driver:
         run_dir: str,
         wandb_mode: str = "offline",
         wandb_project: str = "maigym_ray",
-        roles: dict[str, Any] | None = None,
+        roles: Roles | None = None,
         rl_tasks: list[TaskSpec] | None = None,
     ) -> None:
-        """``roles`` (from runtime/session.py): ``manager``, ``engines``, ``trainer`` (a TrainerGroup), the
-        rollout task's ``task_options``, the weight sync's ``sync_backend`` and ``bucket_mb``, and ``colocated``
-        (engines and trainer share GPUs: the engines sleep through every train step).
+        """``roles`` are the live parts the driver works over (:class:`~maigym_ray.rl.roles.Roles`, brought up
+        by runtime/training.py): the EnvManager, the engines, the trainer group and how the weights reach them.
         ``train_tasks`` give the SFT demonstrations; RL samples ``rl_tasks`` (default: the same tasks), which
         may have no demonstrations at all (verifier-only RL, e.g. on novel apps)."""
         rl_tasks = train_tasks if rl_tasks is None else rl_tasks
@@ -217,14 +217,14 @@ class Driver:
         self.sampler = AdaptiveSampler([t.id for t in rl_tasks], sampler, seed=cfg.seed)
         self.wandb_mode, self.wandb_project = wandb_mode, wandb_project
         self.state = RunState()
-        roles = roles or {}
-        self.manager: Any = roles.get("manager")
-        self.engines: list[Any] = list(roles.get("engines", []))
-        self.trainer: TrainerGroup | None = roles.get("trainer")
-        self.task_options: dict[str, Any] | None = roles.get("task_options")
-        self.sync_backend: str = roles.get("sync_backend", "gloo")
-        self.bucket_mb: int = roles.get("bucket_mb", 8)
-        self.colocated: bool = bool(roles.get("colocated", False))
+        roles = roles or Roles()
+        self.manager: Any = roles.manager
+        self.engines: list[Any] = list(roles.engines)
+        self.trainer: TrainerGroup | None = roles.trainer
+        self.task_options: dict[str, Any] | None = roles.task_options
+        self.sync_backend: str = roles.sync_backend
+        self.bucket_mb: int = roles.bucket_mb
+        self.colocated: bool = roles.colocated
         self.layout: list[dict[str, Any]] = []
         self.group = f"weights-{uuid.uuid4().hex[:8]}"
         self._wandb: Any = None

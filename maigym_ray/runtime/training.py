@@ -9,6 +9,7 @@ from typing import Any
 
 from maigym_ray.config import validate_manager_config
 from maigym_ray.errors import ConfigError
+from maigym_ray.rl.roles import Roles
 from maigym_ray.rollout import policy_kind
 from maigym_ray.runtime.pools import load_tasks, synthesis_stage
 from maigym_ray.runtime.schema import TrainConfig
@@ -53,7 +54,7 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict[str, Any]:
         session.shutdown_ray()
 
 
-async def start_roles(session: Any, cfg: TrainConfig, tasks: list) -> dict[str, Any]:
+async def start_roles(session: Any, cfg: TrainConfig, tasks: list) -> Roles:
     """Brings up the roles the driver runs over (the EnvManager warm with ``tasks``, the engines, the trainer
     group); returns them as the driver's ``roles``."""
     from maigym_ray.policy.engine import resolve_model
@@ -63,15 +64,15 @@ async def start_roles(session: Any, cfg: TrainConfig, tasks: list) -> dict[str, 
         session.start_trainer, resolve_model(cfg.policy.engine.model), cfg.trainer, cfg.driver.seed
     )
     sync = cfg.topology.weight_sync
-    return {
-        "manager": manager,
-        "engines": engines,
-        "trainer": trainer,
-        "task_options": session.placement.rollout_task(),
-        "sync_backend": sync.backend,
-        "bucket_mb": sync.bucket_mb,
-        "colocated": cfg.topology.mode == "colocated",
-    }
+    return Roles(
+        manager=manager,
+        engines=list(engines),
+        trainer=trainer,
+        task_options=session.placement.rollout_task(),
+        sync_backend=sync.backend,
+        bucket_mb=sync.bucket_mb,
+        colocated=cfg.topology.mode == "colocated",
+    )
 
 
 def driver_args(
@@ -79,7 +80,7 @@ def driver_args(
     train_tasks: list,
     test_tasks: list,
     run_dir: Path,
-    roles: dict[str, Any],
+    roles: Roles,
     rl_tasks: list,
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The driver's constructor arguments (args, kwargs) for ``cfg`` over ``roles``."""

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from maigym_ray.rl.roles import Roles
 from maigym_ray.testing.learning import HELDOUT_SEED0, LABELS, PICK_SYSTEM, fake_pick_task
 from maigym_ray.types import TaskSpec
 
@@ -122,7 +123,7 @@ class DriverGuard:
     def __post_init__(self) -> None:
         self.train_tasks, self.test_tasks = self.family.tasks()
         self.session: Any = None
-        self.roles: dict[str, Any] = {}
+        self.roles = Roles()
 
     def start(self) -> None:
         """Ray, the EnvManager, the engine and the trainer group, as the training job brings them up."""

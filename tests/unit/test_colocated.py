@@ -16,6 +16,7 @@ import pytest
 from maigym_ray.config import EnvManagerConfig, PolicyConfig
 from maigym_ray.rl import driver as driver_module
 from maigym_ray.rl.driver import Driver, DriverConfig, GRPOConfig, SFTConfig
+from maigym_ray.rl.roles import Roles
 from maigym_ray.rl.sampler import SamplerConfig
 from maigym_ray.rl.trainer import TrainerConfig
 from maigym_ray.rollout import Finished
@@ -89,7 +90,7 @@ def _driver(tmp_path: Any, colocated: bool, log: list[str]) -> Driver:
         [],
         str(tmp_path),
         wandb_mode="disabled",
-        roles={"engines": engines, "colocated": colocated},
+        roles=Roles(engines=engines, colocated=colocated),
     )
     d.trainer = LoggedTrainer(log, engines)  # type: ignore[assignment]
     d._store = lambda name, trajs: None  # type: ignore[method-assign]

@@ -19,6 +19,7 @@ from maigym_ray.config import EnvManagerConfig, PolicyConfig
 from maigym_ray.errors import ConfigError
 from maigym_ray.rl import driver as driver_module
 from maigym_ray.rl.driver import Driver, DriverConfig, GRPOConfig
+from maigym_ray.rl.roles import Roles
 from maigym_ray.rl.sampler import SamplerConfig
 from maigym_ray.rl.trainer import TrainerConfig
 from maigym_ray.rollout import Finished
@@ -70,7 +71,7 @@ def _round(
         [],
         str(tmp_path),
         wandb_mode="disabled",
-        roles={"engines": [], "colocated": False},
+        roles=Roles(engines=[], colocated=False),
     )
     d.trainer = _Trainer()  # type: ignore[assignment]
     d._store = lambda name, trajs: None  # type: ignore[method-assign]

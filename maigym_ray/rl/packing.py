@@ -126,7 +126,7 @@ def micro_batches(
     The split minimises the padded tokens plus ``overhead`` tokens a micro-batch. Counting unpadded tokens
     instead (first-fit) let one long reply pad a whole round: in the learning guard one 269-token sequence
     padded 47 others of about 160, so 29–38 % of the update's tokens were padding, and a micro-batch could hold
-    1.6× the budget (docs/decisions.md).
+    1.6× the budget (docs/experiments/2026-12-05-decision-measurements.md).
 
     It searches the splits of the longest-first order into runs (a run pads to its first sequence) with a
     dynamic programme over suffixes; ties go to fewer micro-batches.

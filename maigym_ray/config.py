@@ -3,7 +3,9 @@
 Objects receive these plain dataclasses (never a DictConfig). Every field is documented; unknown keys are
 errors because the schemas are registered as structured configs. The environment layer's part (backends, pools,
 the env manager) lives in :mod:`maigym_ray.envs.config`, so the envs import no layer above them; it is re-exported
-here for the entry points.
+here for the entry points. The harness's settings (:mod:`maigym_ray.harness.config`) and the engine's
+(:mod:`maigym_ray.policy.config`) likewise live with their kinds, in modules that import only the foundation, so
+composing a run's config imports neither the harness's logic nor the policy's (tests/unit/test_layers.py).
 """
 
 from __future__ import annotations
@@ -24,10 +26,8 @@ from maigym_ray.envs.config import (
 )
 from maigym_ray.envs.validation import validate_manager_config
 from maigym_ray.generation import SamplingConfig
-from maigym_ray.harness.action_space import ActionSpaceConfig
-from maigym_ray.harness.history import HistoryConfig
-from maigym_ray.harness.prompt import ChatConfig, PromptConfig
-from maigym_ray.policy.engine import EngineConfig
+from maigym_ray.harness.config import ActionSpaceConfig, ChatConfig, HistoryConfig, PromptConfig
+from maigym_ray.policy.config import EngineConfig
 
 
 @dataclass

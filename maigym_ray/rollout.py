@@ -22,7 +22,7 @@ from maigym_ray.harness.demonstration import DemonstrationPolicy
 from maigym_ray.harness.episode import run_episode, unscored
 from maigym_ray.harness.model_policy import ModelPolicy
 from maigym_ray.harness.policy import GoldenPolicy, PolicyClient, RandomPolicy
-from maigym_ray.harness.prompt import ChatFormat, PromptBuilder
+from maigym_ray.harness.prompt import ChatFormat, PromptBuilder, build_chat_format
 from maigym_ray.plugins import Registry
 from maigym_ray.types import TaskSpec, Trajectory
 
@@ -102,7 +102,7 @@ def chat_format(cfg: PolicyConfig) -> ChatFormat:
     if cfg.chat.format == "auto":
         template = model_template(resolve_model(cfg.engine.model))
     try:
-        return cfg.chat.build(template)
+        return build_chat_format(cfg.chat, template)
     except ValueError as exc:
         raise ConfigError(f"policy.{exc}") from exc
 

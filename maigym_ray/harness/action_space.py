@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from maigym_ray.actions import ACTIONS, KEYS
+from maigym_ray.harness.config import ActionSpaceConfig as ActionSpaceConfig  # its old path
 
 #: One a11y line's element id: ``[id] role "name"`` (dom_snapshot.js, the Android and desktop backends).
 _A11Y_ID = re.compile(r"^\s*\[([A-Za-z0-9_.:-]{1,64})\]", re.M)
@@ -28,15 +28,6 @@ _COORD = "(?:1000|[0-9]{1,3})"
 #: max_tokens bounds a reply anyway, and a counted repeat ({0,200}) made xgrammar compile each step's regex in
 #: about 300 ms instead of 3-7 ms (the engine and the trainer compile one per step: the ids change per screen).
 _TEXT = r'"[^"\\\n]*"'
-
-
-@dataclass
-class ActionSpaceConfig:
-    """What the model may sample (model policies whose engine honours ``SamplingConfig.regex``: vLLM)."""
-
-    #: sample only the documented action forms, with every ``id`` one of the current screen's element ids.
-    #: Off: free text, parsed afterwards. A model that writes a thought before its action needs it off.
-    visible_ids: bool = False
 
 
 def visible_ids(a11y: str) -> list[str]:

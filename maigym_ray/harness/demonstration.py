@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from maigym_ray.harness.history import HistoryConfig
+from maigym_ray.harness.config import HistoryConfig
 from maigym_ray.harness.model_policy import ModelPolicy
 from maigym_ray.harness.policy import Decision, GoldenPolicy
 from maigym_ray.harness.prompt import PromptBuilder

@@ -16,34 +16,11 @@ begins with the exact ids of the prompt and the response at step t, and the engi
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Literal
 
-from maigym_ray.errors import ConfigError
+from maigym_ray.harness.config import HistoryConfig
 
 Strategy = Literal["window", "step"]
-
-
-@dataclass
-class HistoryConfig:
-    """Which history strategy and its sizes."""
-
-    #: "window" (window-wise, K/O) or "step" (step-wise last k).
-    strategy: str = "window"
-    #: K: steps per window.
-    window_steps: int = 10
-    #: O: steps of overlap between consecutive windows (0 <= O < K).
-    window_overlap: int = 2
-    #: k: previous steps a step-wise prompt carries.
-    last_k: int = 5
-
-    def __post_init__(self) -> None:
-        if self.strategy not in ("window", "step"):
-            raise ConfigError(f"history strategy {self.strategy!r}: choose window or step")
-        if not 0 <= self.window_overlap < self.window_steps:
-            raise ConfigError("need 0 <= window_overlap < window_steps")
-        if self.last_k < 0:
-            raise ConfigError("last_k must be >= 0")
 
 
 def window_of(t: int, k: int, o: int) -> int:

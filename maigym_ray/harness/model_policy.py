@@ -15,8 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from maigym_ray.generation import Engine, SamplingConfig
-from maigym_ray.harness.action_space import ActionSpaceConfig, action_regex, visible_ids
-from maigym_ray.harness.history import HistoryConfig, prompt_ids, prompt_images, prompt_text
+from maigym_ray.harness.action_space import action_regex, visible_ids
+from maigym_ray.harness.config import ActionSpaceConfig, HistoryConfig
+from maigym_ray.harness.history import prompt_ids, prompt_images, prompt_text
 from maigym_ray.harness.policy import Decision
 from maigym_ray.harness.prompt import PromptBuilder
 from maigym_ray.types import Observation, TaskSpec

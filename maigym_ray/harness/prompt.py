@@ -8,14 +8,14 @@ of the tiny default models; a real model's own chat format can be given as a ``C
 
 from __future__ import annotations
 
-import string
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from maigym_ray.actions import ACTIONS, PLATFORM_ACTIONS
 from maigym_ray.errors import ConfigError
 from maigym_ray.harness.chat_template import from_template
+from maigym_ray.harness.config import ChatConfig, PromptConfig
 from maigym_ray.plugins import Registry
 from maigym_ray.types import Observation, TaskSpec
 
@@ -46,8 +46,6 @@ DEFAULT_SYSTEM = (
 )
 #: A short system turn (about a third of the built-in one's tokens with two actions documented).
 COMPACT_SYSTEM = 'Elements are listed as [id] role "name".\nReply with one action:\n{actions}\nTask: {task}'
-#: The fields a system template may use.
-SYSTEM_FIELDS = frozenset({"platform", "actions", "task"})
 
 
 class Segment(NamedTuple):
@@ -78,82 +76,28 @@ def _accept(name: str, obj: object) -> ChatFormat:
 CHAT_FORMATS: Registry[ChatFormat] = Registry("chat_formats", "chat format", _accept)
 
 
-@dataclass
-class ChatConfig:
-    """The model's chat markup: the model's own (read off its chat template) or a named format, with any of
-    its parts replaced."""
-
-    #: "auto" (the model's own chat template, harness/chat_template.py) or a format of CHAT_FORMATS: chatml,
-    #: llama3, gemma or mistral.
-    format: str = "auto"
-    #: replacements for the format's parts ("" keeps the format's): the system and user turns (each must
-    #: contain "{text}"), the assistant-turn opener, and the image placeholder.
-    system: str = ""
-    user: str = ""
-    assistant_open: str = ""
-    image: str = ""
-
-    def build(self, template: str | None = None) -> ChatFormat:
-        """The ChatFormat this config names, with ``format: auto`` the one of the model's chat ``template``;
-        ConfigError on an unknown format, a template that does not split into turns, or a turn without {text}."""
-        if self.format == "auto":
-            if template is None:
-                raise ConfigError("chat.format=auto needs the model's chat template")
-            system, user, opener = from_template(template)
-            base = ChatFormat(system=system, user=user, assistant_open=opener)
-        elif self.format in CHAT_FORMATS:
-            base = CHAT_FORMATS.load(self.format)
-        else:
-            raise ConfigError(f"chat.format={self.format!r}: choose auto or one of {', '.join(CHAT_FORMATS)}")
-        fmt = ChatFormat(
-            system=self.system or base.system,
-            user=self.user or base.user,
-            assistant_open=self.assistant_open or base.assistant_open,
-            image=self.image or base.image,
-        )
-        for part in ("system", "user"):
-            if "{text}" not in getattr(fmt, part):
-                raise ConfigError(f"chat.{part} must contain {{text}} (where the turn's text goes)")
-        return fmt
-
-
-@dataclass
-class PromptConfig:
-    """What an observation turn shows the model."""
-
-    #: "a11y" (accessibility text), "screenshot" (the image only) or "both".
-    observation: str = "a11y"
-    #: the accessibility text is cut to this many characters (the model's context is finite).
-    max_a11y_chars: int = 3000
-    #: restate the task at the end of every observation turn. Small models attend mostly to recent tokens,
-    #: and with a long history the system prompt (which holds the task) drifts far back.
-    repeat_task: bool = False
-    #: the actions the system turn documents, e.g. [click, terminate] (empty: every action of the platform).
-    #: Every web action's doc line is about 420 of a first step's 444 tokens; a tiny model trained on a pool that
-    #: needs two of them learns faster from a turn that lists those two. The parser still accepts every action.
-    actions: list[str] = field(default_factory=list)
-    #: the system turn's text, a template with the fields {platform}, {actions} (one doc line per documented
-    #: action) and {task}; empty: the built-in turn (``DEFAULT_SYSTEM``). A short turn makes every prompt
-    #: shorter, so a small model's updates are cheaper and its reply attends to the task sooner.
-    system: str = ""
-
-    def __post_init__(self) -> None:
-        if self.observation not in ("a11y", "screenshot", "both"):
-            raise ConfigError(f"observation={self.observation!r}: choose a11y, screenshot or both")
-        if self.system:
-            fields = {f for _, f, _, _ in string.Formatter().parse(self.system) if f is not None}
-            if fields - SYSTEM_FIELDS:
-                raise ConfigError(
-                    f"prompt.system: unknown fields {sorted(fields - SYSTEM_FIELDS)}; "
-                    f"use {', '.join('{' + f + '}' for f in sorted(SYSTEM_FIELDS))}"
-                )
-            if "task" not in fields and not self.repeat_task:
-                raise ConfigError(
-                    "prompt.system has no {task} and prompt.repeat_task is off: the model never sees the task"
-                )
-        unknown = [a for a in self.actions if a not in ACTIONS]
-        if unknown:
-            raise ConfigError(f"prompt.actions: {unknown} are not actions; choose from {', '.join(ACTIONS)}")
+def build_chat_format(cfg: ChatConfig, template: str | None = None) -> ChatFormat:
+    """The ChatFormat ``cfg`` names, with ``format: auto`` the one of the model's chat ``template``; ConfigError
+    on an unknown format, a template that does not split into turns, or a turn without {text}."""
+    if cfg.format == "auto":
+        if template is None:
+            raise ConfigError("chat.format=auto needs the model's chat template")
+        system, user, opener = from_template(template)
+        base = ChatFormat(system=system, user=user, assistant_open=opener)
+    elif cfg.format in CHAT_FORMATS:
+        base = CHAT_FORMATS.load(cfg.format)
+    else:
+        raise ConfigError(f"chat.format={cfg.format!r}: choose auto or one of {', '.join(CHAT_FORMATS)}")
+    fmt = ChatFormat(
+        system=cfg.system or base.system,
+        user=cfg.user or base.user,
+        assistant_open=cfg.assistant_open or base.assistant_open,
+        image=cfg.image or base.image,
+    )
+    for part in ("system", "user"):
+        if "{text}" not in getattr(fmt, part):
+            raise ConfigError(f"chat.{part} must contain {{text}} (where the turn's text goes)")
+    return fmt
 
 
 class PromptBuilder:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import random
 
-from maigym_ray.harness.history import HistoryConfig, prompt_ids
+from maigym_ray.harness.config import HistoryConfig
+from maigym_ray.harness.history import prompt_ids
 from maigym_ray.types import Reward, Trajectory, Turn
 
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from maigym_ray.harness.history import HistoryConfig, window_of
+from maigym_ray.harness.config import HistoryConfig
+from maigym_ray.harness.history import window_of
 from maigym_ray.types import Trajectory
 
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from maigym_ray.config import EnvManagerConfig, PolicyConfig, PoolConfig
-from maigym_ray.policy.engine import EngineConfig
+from maigym_ray.policy.config import EngineConfig
 from maigym_ray.runtime.placement import Placement
 from maigym_ray.runtime.topology import TopologyConfig
 from maigym_ray.types import TaskSpec

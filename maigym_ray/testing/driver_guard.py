@@ -60,8 +60,8 @@ def guard_config(**sections: Any) -> Any:
     ``sections`` replace fields of a section, e.g. ``trainer={"lr": 0.0}`` or ``driver={"grpo": {"rounds": 3}}`` (:func:`overridden`)."""
     from maigym_ray.config import EnvManagerConfig, PolicyConfig, PoolConfig, RayConfig
     from maigym_ray.generation import SamplingConfig
-    from maigym_ray.harness.prompt import PromptConfig
-    from maigym_ray.policy.engine import EngineConfig
+    from maigym_ray.harness.config import PromptConfig
+    from maigym_ray.policy.config import EngineConfig
     from maigym_ray.rl.driver import DriverConfig, GRPOConfig, HeldoutConfig, SFTConfig
     from maigym_ray.rl.sampler import SamplerConfig
     from maigym_ray.rl.trainer import TrainerConfig

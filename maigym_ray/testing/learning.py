@@ -29,11 +29,11 @@ import torch
 
 from maigym_ray.config import PoolConfig
 from maigym_ray.generation import Generation, SamplingConfig
+from maigym_ray.harness.config import HistoryConfig, PromptConfig
 from maigym_ray.harness.demonstration import DemonstrationPolicy
 from maigym_ray.harness.episode import run_episode
-from maigym_ray.harness.history import HistoryConfig
 from maigym_ray.harness.model_policy import ModelPolicy
-from maigym_ray.harness.prompt import PromptBuilder, PromptConfig
+from maigym_ray.harness.prompt import PromptBuilder
 from maigym_ray.rl.advantages import group_advantages
 from maigym_ray.rl.packing import pack
 from maigym_ray.rl.schedule import lr_factor

@@ -11,7 +11,8 @@ import pytest
 
 from maigym_ray.errors import ConfigError
 from maigym_ray.harness.chat_template import from_template, model_template
-from maigym_ray.harness.prompt import CHAT_FORMATS, ChatConfig
+from maigym_ray.harness.config import ChatConfig
+from maigym_ray.harness.prompt import CHAT_FORMATS, build_chat_format
 from maigym_ray.policy import gguf_models
 from maigym_ray.policy.engine import EngineConfig, max_model_len, resolve_model
 
@@ -107,16 +108,16 @@ MERGED = (
 
 
 def test_the_chat_format_is_read_off_the_models_template():
-    fmt = ChatConfig().build(CHATML)  # format: auto
+    fmt = build_chat_format(ChatConfig(), CHATML)  # format: auto
     assert fmt == CHAT_FORMATS["chatml"]
-    llama3 = ChatConfig().build(LLAMA3)  # the image placeholder is the config's (a text template has none)
+    llama3 = build_chat_format(
+        ChatConfig(), LLAMA3
+    )  # the image placeholder is the config's (a text template has none)
     assert dataclasses.replace(llama3, image="<|image|>") == CHAT_FORMATS["llama3"]
     # a part set in the config still wins over the template's
-    assert (
-        ChatConfig(assistant_open="<|im_start|>assistant\nAction: ")
-        .build(CHATML)
-        .assistant_open.endswith("Action: ")
-    )
+    assert build_chat_format(
+        ChatConfig(assistant_open="<|im_start|>assistant\nAction: "), CHATML
+    ).assistant_open.endswith("Action: ")
     # braces in the markup survive str.format
     system, user, opener = from_template(CHATML.replace("<|im_start|>", "{<|im_start|>}"))
     assert system.format(text="hi") == "{<|im_start|>}system\nhi<|im_end|>\n"
@@ -125,13 +126,17 @@ def test_the_chat_format_is_read_off_the_models_template():
 
 def test_a_template_that_does_not_split_into_turns_asks_for_a_named_format():
     with pytest.raises(ConfigError, match=r"policy\.chat\.format"):
-        ChatConfig().build(MERGED)
+        build_chat_format(ChatConfig(), MERGED)
     with pytest.raises(ConfigError, match="does not render"):
-        ChatConfig().build("{{ raise_exception('no system role') }}")
-    assert ChatConfig(format="mistral").build(MERGED) == CHAT_FORMATS["mistral"]  # a named one needs none
+        build_chat_format(ChatConfig(), "{{ raise_exception('no system role') }}")
+    assert (
+        build_chat_format(ChatConfig(format="mistral"), MERGED) == CHAT_FORMATS["mistral"]
+    )  # a named one needs none
 
 
 def test_the_tiny_models_templates_give_chatml(tmp_path):
-    assert ChatConfig().build(model_template(resolve_model("tiny-text"))) == CHAT_FORMATS["chatml"]
+    assert (
+        build_chat_format(ChatConfig(), model_template(resolve_model("tiny-text"))) == CHAT_FORMATS["chatml"]
+    )
     with pytest.raises(ConfigError, match="no chat template"):
         model_template(tmp_path)

@@ -12,7 +12,10 @@ modules that implement them."""
 from __future__ import annotations
 
 import ast
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,8 +32,10 @@ _ROLLOUT = _ENV_SIDE | {"envs", "harness", "policy", "weights", "config"}
 _RL = _ROLLOUT | {"rollout"}
 _RUNTIME = _RL | {"rl", "synth"}
 
-#: For each top-level module or package (or, where one module of a package sits higher than the rest, that
-#: module), the maigym_ray top-level modules it may import. runtime -> rl -> rollout -> (harness, envs, policy)
+#: For each top-level module or package (or, where one module of a package sits higher or lower than the rest,
+#: that module), the maigym_ray top-level modules it may import, or single modules of one (``harness.config``).
+#: A package's modules may import each other, except a module with a rule of its own: it may import its own
+#: package's modules only as its rule names them. runtime -> rl -> rollout -> (harness, envs, policy)
 #: -> (tasks, apps) -> foundation; envs never import the harness, policy never imports rl; suites are plug-ins
 #: of the env and task layers, imported by nothing (their kinds come by entry point); the fakes of testing/ are
 #: imported by no production module; cli is the top.
@@ -50,9 +55,14 @@ ALLOWED: dict[str, set[str]] = {
     "envs": _ENV_SIDE,
     "harness": _ENV_SIDE,
     "policy": FOUNDATION | {"weights"},
+    # the harness's and the engine's settings: plain dataclasses the run's config composes, so they import
+    # only the foundation, not even the rest of their own package
+    "harness.config": FOUNDATION,
+    "policy.config": FOUNDATION,
     "viewer": _ENV_SIDE | {"harness"},
-    # the run's config composes the harness's, the policy's and the envs' own schemas
-    "config": _ENV_SIDE | {"envs", "harness", "policy"},
+    # the run's config composes the envs' schemas and the harness's and the policy's settings modules, never
+    # their logic
+    "config": _ENV_SIDE | {"envs", "harness.config", "policy.config"},
     "suites": _ENV_SIDE | {"envs", "harness"},
     # the Gymnasium adapter brings an EnvManager up on its own Ray: a front end, like a CLI
     "suites.gym_env": _RUNTIME | {"runtime", "suites"},
@@ -117,23 +127,35 @@ def _rule(path: Path, root: Path = ROOT) -> str:
     return dotted if dotted in ALLOWED else rel.parts[0]
 
 
+def _permitted(mod: str, rule: str, names: set[str]) -> bool:
+    """Whether a module governed by ``rule`` may import ``mod`` (dotted, under maigym_ray), given its rule's
+    ``names``: a top-level module names all of it, a dotted name (``harness.config``) that module only."""
+    parts = mod.split(".")[1:]
+    if "." not in rule and parts[0] == rule:
+        return True  # a package's modules import each other
+    if ".".join(parts) == rule:
+        return True  # a module with its own rule naming itself
+    return any(".".join(parts[:i]) in names for i in range(1, len(parts) + 1))
+
+
 def _violations(root: Path = ROOT, allowed: dict[str, set[str]] = ALLOWED) -> list[str]:
     tops = _top_levels(root)
     out = [f"maigym_ray/{t} has no entry in ALLOWED" for t in sorted(tops - set(allowed))]
     for path in sorted(root.rglob("*.py")):
         rule = _rule(path, root)
-        own = rule.split(".")[0]
         for mod in sorted(_imports(path)):
-            top = mod.split(".")[1]
-            if top not in tops:  # a name of the package itself (LOOPBACK_ENV), or an entry-point group
+            if (
+                mod.split(".")[1] not in tops
+            ):  # a name of the package itself (LOOPBACK_ENV), an entry-point group
                 continue
-            if top != own and top not in allowed.get(rule, set()):
+            if not _permitted(mod, rule, allowed.get(rule, set())):
                 out.append(f"{path.relative_to(root.parent)} ({rule}) imports {mod}")
     return out
 
 
 def test_every_top_level_module_has_a_rule_and_keeps_to_it() -> None:
-    assert set(ALLOWED) - {"suites.gym_env"} == _top_levels(), "ALLOWED lists exactly the top-level modules"
+    top_rules = {name for name in ALLOWED if "." not in name}
+    assert top_rules == _top_levels(), "ALLOWED lists every top-level module, and no other undotted name"
     assert _violations() == []
 
 
@@ -180,6 +202,27 @@ def test_the_checker_sees_upward_imports_static_lazy_and_by_string(tmp_path: Pat
         "maigym_ray/envs/lazy.py (envs) imports maigym_ray.harness",
         "maigym_ray/envs/table.py (envs) imports maigym_ray.suites.miniwob",
         "maigym_ray/tasks/dyn.py (tasks) imports maigym_ray.rl",
+    ]
+
+
+def test_the_config_composes_settings_modules_and_no_logic(tmp_path: Path) -> None:
+    # the run's config may import the harness's settings module, not the harness; and that settings module may
+    # not reach back into its own package's logic, lazily either
+    root = _plant(
+        tmp_path,
+        {
+            "config.py": (
+                "from maigym_ray.harness.config import PromptConfig\n"
+                "from maigym_ray.policy.config import EngineConfig\n"
+                "from maigym_ray.harness.prompt import PromptBuilder\n"
+            ),
+            "harness/config.py": "def f():\n    from maigym_ray.harness.history import window_of\n",
+            "harness/history.py": "from maigym_ray.harness.config import HistoryConfig\n",
+        },
+    )
+    assert _violations(root) == [
+        "maigym_ray/config.py (config) imports maigym_ray.harness.prompt",
+        "maigym_ray/harness/config.py (harness.config) imports maigym_ray.harness.history",
     ]
 
 
@@ -276,3 +319,17 @@ def test_production_code_never_imports_the_fakes() -> None:
         if m.split(".")[:2] == ["maigym_ray", "testing"]
     ]
     assert found == []
+
+
+def test_composing_the_run_config_loads_no_harness_or_policy_logic() -> None:
+    # what the layer rule above says statically, at run time: an env actor or a suite that builds configs does
+    # not load the prompt builder, the history, the engine (and with it vLLM or torch)
+    probe = (
+        "import sys, maigym_ray.config\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('maigym_ray.harness.', 'maigym_ray.policy.'))"
+        " or m in ('torch', 'vllm')))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT.parent)}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[0] == "['maigym_ray.harness.config', 'maigym_ray.policy.config']"

@@ -86,7 +86,7 @@ class CharTok(CharTokenizer):
 async def test_config_sets_chat_format_and_reads_the_api_key_from_the_named_variable(server, monkeypatch):
     from maigym_ray import rollout
     from maigym_ray.config import PolicyConfig
-    from maigym_ray.harness.prompt import ChatConfig
+    from maigym_ray.harness.config import ChatConfig
     from maigym_ray.testing import fake_task
     from maigym_ray.types import Observation
 

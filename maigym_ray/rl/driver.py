@@ -6,8 +6,10 @@ drop zero-variance groups → pack windows → update the policy → broadcast t
 checkpoint. Infra-failed episodes are retried by the rollout runner and, if they still fail, kept out of the
 gradient (they are stored, flagged), never scored 0.
 
-Create it with the options of ``runtime/placement.py`` (cli/train.py); the session (runtime/session.py) brings
-up the env manager, the engine actors and the trainer group and hands them to the driver. The driver holds no
+``Driver(job, tasks, roles)``: the job's settings and the tasks by role (rl/driver_config.py), and the live roles
+(rl/roles.py). Create it with the options of ``runtime/placement.py`` (cli/train.py); the session
+(runtime/session.py) brings up the env manager, the engine actors and the trainer group and hands them to the
+driver as its roles. The driver holds no
 model: trainer rank 0 is rank 0 of the weight group and broadcasts straight to the engines.
 """
 
@@ -29,9 +31,9 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from maigym_ray.config import EnvManagerConfig, PolicyConfig
+from maigym_ray.config import PolicyConfig
 from maigym_ray.durable import atomic_write_text, check_sealed, seal
-from maigym_ray.errors import ConfigError, InfraError
+from maigym_ray.errors import InfraError
 from maigym_ray.harness.trajectory_store import write_all
 from maigym_ray.rates import fmt_rate, rate
 from maigym_ray.rl.advantages import (
@@ -40,114 +42,34 @@ from maigym_ray.rl.advantages import (
     step_penalized,
     zero_variance_share,
 )
+from maigym_ray.rl.driver_config import (
+    DriverConfig,
+    GRPOConfig,
+    HeldoutConfig,
+    JobConfig,
+    SFTConfig,
+    TaskSplit,
+)
 from maigym_ray.rl.packing import PackedSequence, pack
 from maigym_ray.rl.report import write_report
 from maigym_ray.rl.roles import Roles
-from maigym_ray.rl.sampler import AdaptiveSampler, SamplerConfig
-from maigym_ray.rl.schedule import SCHEDULES, lr_factor
-from maigym_ray.rl.trainer import TrainerConfig
+from maigym_ray.rl.sampler import AdaptiveSampler
+from maigym_ray.rl.schedule import lr_factor
 from maigym_ray.rl.trainer_group import TrainerGroup
 from maigym_ray.rollout import Finished, run_rollouts
 from maigym_ray.types import TaskSpec, Trajectory
 
-
-@dataclass
-class SFTConfig:
-    """The supervised warm-up on golden demonstrations."""
-
-    #: optimizer steps over the demonstrations (0 = no warm-up).
-    steps: int = 30
-    #: learning rate of the warm-up (RL uses trainer.lr).
-    lr: float = 1e-3
-    #: demonstrations per training task (a golden replay is deterministic, so 1 per platform suffices).
-    demos_per_task: int = 1
-    #: demonstrate only the first N training tasks (0 = all): a fixed demonstration set, for pools of task
-    #: family instances (tasks/families.py) whose RL samples many more training instances than SFT sees.
-    tasks: int = 0
-    #: demonstrations per step, drawn at random (0 = all of them every step).
-    batch_size: int = 16
-    #: learning-rate schedule over the warm-up's steps: "cosine" (decay to 0) or "constant" (rl/schedule.py).
-    schedule: str = "cosine"
-    #: steps of linear learning-rate warm-up before the schedule.
-    warmup_steps: int = 10
-
-    def __post_init__(self) -> None:
-        if self.schedule not in SCHEDULES:
-            raise ConfigError(f"sft.schedule={self.schedule!r}: choose one of {SCHEDULES}")
-
-
-@dataclass
-class GRPOConfig:
-    """GRPO rounds."""
-
-    #: rounds of sample → roll out → update → broadcast.
-    rounds: int = 10
-    #: task groups per round (each gets the sampler's number of attempts).
-    groups_per_round: int = 6
-    #: optimizer steps per round: the round's sequences are split into this many mini-batches by episode.
-    updates_per_round: int = 2
-    #: passes over a round's sequences (PPO epochs): each pass takes ``updates_per_round`` steps, and the
-    #: passes after the first are off-policy, held near the sampling policy by the ratio clip and the KL.
-    #: Rollouts cost several times an update, so more passes get more learning out of each round.
-    epochs: int = 1
-    #: std-normalised group advantages (GRPO); False = mean-only (Dr.GRPO).
-    normalize_std: bool = True
-    #: taken off a successful episode's reward per step it took (failures keep theirs), so that among the
-    #: successes of a group the shorter scores higher (rl/advantages.py ``step_penalized``). Keep it under
-    #: ``1 / max_steps``: a success must always outscore a failure. The task sampler sees the unshaped reward.
-    step_penalty: float = 0.0
-    #: advantage taken off per step whose action did not parse, centred in each group and added after the std
-    #: normalisation (rl/advantages.py ``format_advantages``): it steers towards well-formed actions without
-    #: outweighing the verifier. A group whose rewards are equal still trains when its malformed steps differ.
-    invalid_action_penalty: float = 0.0
-    #: keep a frozen copy of the post-SFT policy as the KL reference (its KL is logged even at kl_coef 0).
-    reference_model: bool = True
-
-    def __post_init__(self) -> None:
-        if self.step_penalty < 0:
-            raise ConfigError(f"grpo.step_penalty={self.step_penalty}: need >= 0")
-        if self.invalid_action_penalty < 0:
-            raise ConfigError(f"grpo.invalid_action_penalty={self.invalid_action_penalty}: need >= 0")
-
-
-@dataclass
-class HeldoutConfig:
-    """The held-out evals before training, after SFT and after RL."""
-
-    #: episodes per held-out task.
-    episodes_per_task: int = 8
-    #: episodes per held-out task of the eval before training (0 = ``episodes_per_task``). A pretrained model
-    #: that has not learnt the action format yet runs every episode to its step cap, so this eval is the
-    #: costliest of the three, while the lift the job reports (RL against SFT) does not use it.
-    before_episodes_per_task: int = 0
-    #: sampling temperature of the evals (the policy's other sampling settings apply).
-    temperature: float = 1.0
-
-    def __post_init__(self) -> None:
-        if self.episodes_per_task < 1 or self.before_episodes_per_task < 0:
-            raise ConfigError(
-                f"heldout.episodes_per_task={self.episodes_per_task} (need >= 1), "
-                f"heldout.before_episodes_per_task={self.before_episodes_per_task} (need >= 0)"
-            )
-
-
-@dataclass
-class DriverConfig:
-    """What the driver runs and how."""
-
-    sft: SFTConfig = field(default_factory=SFTConfig)
-    grpo: GRPOConfig = field(default_factory=GRPOConfig)
-    heldout: HeldoutConfig = field(default_factory=HeldoutConfig)
-    #: episodes run at once (one leased env each).
-    concurrency: int = 4
-    #: retries of an episode that hit an infrastructure failure.
-    infra_retries: int = 2
-    #: continue from the run directory's last checkpoint (rounds, sampler, optimizer, weights).
-    resume: bool = False
-    #: checkpoints kept on disk.
-    keep_checkpoints: int = 2
-    #: seed of the sampler, the SFT batches and torch.
-    seed: int = 0
+__all__ = [
+    "Driver",
+    "DriverConfig",
+    "GRPOConfig",
+    "HeldoutConfig",
+    "JobConfig",
+    "RunState",
+    "SFTConfig",
+    "TaskSplit",
+    "sealed_checkpoint",
+]
 
 
 @dataclass
@@ -186,36 +108,18 @@ def sealed_checkpoint(root: Path) -> Path | None:
 class Driver:
     """Runs the main training job in ``run_dir``; see the module docstring."""
 
-    def __init__(
-        self,
-        cfg: DriverConfig,
-        policy: PolicyConfig,
-        trainer: TrainerConfig,
-        sampler: SamplerConfig,
-        env: EnvManagerConfig,
-        train_tasks: list[TaskSpec],
-        test_tasks: list[TaskSpec],
-        run_dir: str,
-        wandb_mode: str = "offline",
-        wandb_project: str = "maigym_ray",
-        roles: Roles | None = None,
-        rl_tasks: list[TaskSpec] | None = None,
-    ) -> None:
-        """``roles`` are the live parts the driver works over (:class:`~maigym_ray.rl.roles.Roles`, brought up
-        by runtime/training.py): the EnvManager, the engines, the trainer group and how the weights reach them.
-        ``train_tasks`` give the SFT demonstrations; RL samples ``rl_tasks`` (default: the same tasks), which
-        may have no demonstrations at all (verifier-only RL, e.g. on novel apps)."""
-        rl_tasks = train_tasks if rl_tasks is None else rl_tasks
-        overlap = {t.id for t in [*train_tasks, *rl_tasks]} & {t.id for t in test_tasks}
-        if overlap:
-            raise ValueError(f"held-out tasks must never enter training: {sorted(overlap)[:5]}")
-        self.cfg, self.policy, self.trainer_cfg, self.env_cfg = cfg, policy, trainer, env
-        self.train_tasks, self.test_tasks, self.rl_tasks = train_tasks, test_tasks, rl_tasks
-        self.tasks = {t.id: t for t in [*train_tasks, *rl_tasks, *test_tasks]}
-        self.platforms = sorted({p.platform for p in env.pools.values()})
-        self.run_dir = Path(run_dir)
-        self.sampler = AdaptiveSampler([t.id for t in rl_tasks], sampler, seed=cfg.seed)
-        self.wandb_mode, self.wandb_project = wandb_mode, wandb_project
+    def __init__(self, job: JobConfig, tasks: TaskSplit, roles: Roles | None = None) -> None:
+        """``job`` is what the driver reads of the run's config, ``tasks`` the tasks it uses by role
+        (rl/driver_config.py), and ``roles`` the live parts it works over (:class:`~maigym_ray.rl.roles.Roles`,
+        brought up by runtime/training.py): the EnvManager, the engines, the trainer group and how the weights
+        reach them."""
+        self.cfg, self.policy, self.trainer_cfg, self.env_cfg = job.driver, job.policy, job.trainer, job.env
+        self.train_tasks, self.test_tasks, self.rl_tasks = tasks.train, tasks.heldout, list(tasks.rl or [])
+        self.tasks = {t.id: t for t in [*self.train_tasks, *self.rl_tasks, *self.test_tasks]}
+        self.platforms = sorted({p.platform for p in job.env.pools.values()})
+        self.run_dir = Path(job.run_dir)
+        self.sampler = AdaptiveSampler([t.id for t in self.rl_tasks], job.sampler, seed=job.driver.seed)
+        self.wandb_mode, self.wandb_project = job.wandb_mode, job.wandb_project
         self.state = RunState()
         roles = roles or Roles()
         self.manager: Any = roles.manager

@@ -12,7 +12,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from maigym_ray.config import EnvManagerConfig, PolicyConfig, RayConfig
-from maigym_ray.rl.driver import DriverConfig
+from maigym_ray.rl.driver_config import DriverConfig
 from maigym_ray.rl.sampler import SamplerConfig
 from maigym_ray.rl.trainer import TrainerConfig
 from maigym_ray.runtime.topology import TopologyConfig

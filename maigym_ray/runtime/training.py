@@ -9,6 +9,7 @@ from typing import Any
 
 from maigym_ray.config import validate_manager_config
 from maigym_ray.errors import ConfigError
+from maigym_ray.rl.driver_config import JobConfig, TaskSplit
 from maigym_ray.rl.roles import Roles
 from maigym_ray.rollout import policy_kind
 from maigym_ray.runtime.pools import load_tasks, synthesis_stage
@@ -49,7 +50,8 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict[str, Any]:
             "tasks; training needs both"
         )
     try:
-        return asyncio.run(_run(session, cfg, train_tasks, test_tasks, run_dir, rl_tasks))
+        tasks = TaskSplit(train=train_tasks, heldout=test_tasks, rl=rl_tasks)
+        return asyncio.run(_run(session, cfg, tasks, run_dir))
     finally:
         session.shutdown_ray()
 
@@ -75,43 +77,30 @@ async def start_roles(session: Any, cfg: TrainConfig, tasks: list) -> Roles:
     )
 
 
-def driver_args(
-    cfg: TrainConfig,
-    train_tasks: list,
-    test_tasks: list,
-    run_dir: Path,
-    roles: Roles,
-    rl_tasks: list,
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """The driver's constructor arguments (args, kwargs) for ``cfg`` over ``roles``."""
-    args = (
-        cfg.driver,
-        cfg.policy,
-        cfg.trainer,
-        cfg.sampler,
-        cfg.env,
-        train_tasks,
-        test_tasks,
-        str(run_dir),
-        cfg.wandb.mode,
-        cfg.wandb.project,
-        roles,
+def job_config(cfg: TrainConfig, run_dir: Path) -> JobConfig:
+    """What the driver reads of the run's config ``cfg``, writing to ``run_dir``."""
+    return JobConfig(
+        driver=cfg.driver,
+        policy=cfg.policy,
+        trainer=cfg.trainer,
+        sampler=cfg.sampler,
+        env=cfg.env,
+        run_dir=str(run_dir),
+        wandb_mode=cfg.wandb.mode,
+        wandb_project=cfg.wandb.project,
     )
-    return args, {"rl_tasks": rl_tasks}
 
 
-async def _run(
-    session: Any, cfg: TrainConfig, train_tasks: list, test_tasks: list, run_dir: Path, rl_tasks: list
-) -> Any:
+async def _run(session: Any, cfg: TrainConfig, tasks: TaskSplit, run_dir: Path) -> Any:
     import ray
 
     from maigym_ray.rl.driver import Driver
 
     try:
-        extra = [t for t in rl_tasks if t.split != cfg.train_split]
-        roles = await start_roles(session, cfg, [*train_tasks, *extra, *test_tasks])
-        args, kwargs = driver_args(cfg, train_tasks, test_tasks, run_dir, roles, rl_tasks)
-        driver = ray.remote(Driver).options(**session.driver_options()).remote(*args, **kwargs)
+        extra = [t for t in tasks.rl or [] if t.split != cfg.train_split]
+        roles = await start_roles(session, cfg, [*tasks.train, *extra, *tasks.heldout])
+        options = session.driver_options()
+        driver = ray.remote(Driver).options(**options).remote(job_config(cfg, run_dir), tasks, roles)
         return await driver.run.remote()
     finally:
         await session.stop()

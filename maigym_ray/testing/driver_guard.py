@@ -62,7 +62,7 @@ def guard_config(**sections: Any) -> Any:
     from maigym_ray.generation import SamplingConfig
     from maigym_ray.harness.config import PromptConfig
     from maigym_ray.policy.config import EngineConfig
-    from maigym_ray.rl.driver import DriverConfig, GRPOConfig, HeldoutConfig, SFTConfig
+    from maigym_ray.rl.driver_config import DriverConfig, GRPOConfig, HeldoutConfig, SFTConfig
     from maigym_ray.rl.sampler import SamplerConfig
     from maigym_ray.rl.trainer import TrainerConfig
     from maigym_ray.runtime.schema import TrainConfig, WandbConfig
@@ -144,12 +144,11 @@ class DriverGuard:
 
     def _driver(self, cfg: Any, run_dir: Path) -> Any:
         from maigym_ray.rl.driver import Driver
-        from maigym_ray.runtime.training import driver_args
+        from maigym_ray.rl.driver_config import TaskSplit
+        from maigym_ray.runtime.training import job_config
 
-        args, kwargs = driver_args(
-            cfg, self.train_tasks, self.test_tasks, run_dir, self.roles, self.train_tasks
-        )
-        return Driver(*args, **kwargs)
+        tasks = TaskSplit(train=self.train_tasks, heldout=self.test_tasks)
+        return Driver(job_config(cfg, run_dir), tasks, self.roles)
 
     def healthy(self) -> dict[str, Any]:
         """The whole job (before, SFT, the GRPO rounds, after) in ``root/healthy``; returns its report."""

@@ -67,15 +67,14 @@ _CHECKPOINTER = textwrap.dedent(
     """
     import sys, torch
     import maigym_ray
-    from maigym_ray.config import EnvManagerConfig, PolicyConfig
-    from maigym_ray.rl.driver import Driver, DriverConfig
-    from maigym_ray.rl.sampler import SamplerConfig
-    from maigym_ray.rl.trainer import TorchTrainer, TrainerConfig
+    from maigym_ray.rl.driver import Driver
+    from maigym_ray.rl.driver_config import DriverConfig, JobConfig, TaskSplit
+    from maigym_ray.rl.trainer import TorchTrainer
     from maigym_ray.testing import fake_task
 
     def driver(run_dir):
-        d = Driver(DriverConfig(keep_checkpoints=2), PolicyConfig(), TrainerConfig(), SamplerConfig(),
-                   EnvManagerConfig(), [fake_task("t0")], [], run_dir, wandb_mode="disabled")
+        job = JobConfig(driver=DriverConfig(keep_checkpoints=2), run_dir=run_dir, wandb_mode="disabled")
+        d = Driver(job, TaskSplit(train=[fake_task("t0")], heldout=[]))
         d.trainer = TorchTrainer(torch.nn.Linear(64, 64))
         return d
 

@@ -13,12 +13,11 @@ from typing import Any
 
 import pytest
 
-from maigym_ray.config import EnvManagerConfig, PolicyConfig
 from maigym_ray.rl import driver as driver_module
-from maigym_ray.rl.driver import Driver, DriverConfig, GRPOConfig, SFTConfig
+from maigym_ray.rl.driver import Driver
+from maigym_ray.rl.driver_config import DriverConfig, GRPOConfig, JobConfig, SFTConfig, TaskSplit
 from maigym_ray.rl.roles import Roles
 from maigym_ray.rl.sampler import SamplerConfig
-from maigym_ray.rl.trainer import TrainerConfig
 from maigym_ray.rollout import Finished
 from maigym_ray.testing import ScriptedEngine, fake_task
 
@@ -80,17 +79,11 @@ def _driver(tmp_path: Any, colocated: bool, log: list[str]) -> Driver:
     cfg = DriverConfig(
         sft=SFTConfig(steps=2, batch_size=0), grpo=GRPOConfig(groups_per_round=1, updates_per_round=2)
     )
+    job = JobConfig(
+        driver=cfg, sampler=SamplerConfig(group_size=2), run_dir=str(tmp_path), wandb_mode="disabled"
+    )
     d = Driver(
-        cfg,
-        PolicyConfig(),
-        TrainerConfig(),
-        SamplerConfig(group_size=2),
-        EnvManagerConfig(),
-        [fake_task("t0")],
-        [],
-        str(tmp_path),
-        wandb_mode="disabled",
-        roles=Roles(engines=engines, colocated=colocated),
+        job, TaskSplit(train=[fake_task("t0")], heldout=[]), Roles(engines=engines, colocated=colocated)
     )
     d.trainer = LoggedTrainer(log, engines)  # type: ignore[assignment]
     d._store = lambda name, trajs: None  # type: ignore[method-assign]

@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 
-from maigym_ray.config import EnvManagerConfig, PolicyConfig
-from maigym_ray.rl.driver import Driver, DriverConfig, GRPOConfig
-from maigym_ray.rl.sampler import SamplerConfig
+from maigym_ray.rl.driver import Driver
+from maigym_ray.rl.driver_config import DriverConfig, GRPOConfig, JobConfig, TaskSplit
 from maigym_ray.rl.trainer import TrainerConfig
 from maigym_ray.testing import fake_task
 
@@ -27,17 +26,10 @@ class RecordingTrainer:
 
 
 def make_driver(tmp_path: Any, grpo: GRPOConfig, trainer: TrainerConfig) -> Driver:
-    return Driver(
-        DriverConfig(grpo=grpo),
-        PolicyConfig(),
-        trainer,
-        SamplerConfig(),
-        EnvManagerConfig(),
-        [fake_task("t0")],
-        [],
-        str(tmp_path),
-        wandb_mode="disabled",
+    job = JobConfig(
+        driver=DriverConfig(grpo=grpo), trainer=trainer, run_dir=str(tmp_path), wandb_mode="disabled"
     )
+    return Driver(job, TaskSplit(train=[fake_task("t0")], heldout=[]))
 
 
 @pytest.mark.parametrize(("epochs", "updates"), [(1, 1), (3, 1), (2, 2)])

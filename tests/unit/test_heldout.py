@@ -8,11 +8,9 @@ from typing import Any
 
 import pytest
 
-from maigym_ray.config import EnvManagerConfig, PolicyConfig
 from maigym_ray.errors import ConfigError
-from maigym_ray.rl.driver import Driver, DriverConfig, HeldoutConfig
-from maigym_ray.rl.sampler import SamplerConfig
-from maigym_ray.rl.trainer import TrainerConfig
+from maigym_ray.rl.driver import Driver
+from maigym_ray.rl.driver_config import DriverConfig, HeldoutConfig, JobConfig, TaskSplit
 from maigym_ray.rollout import Finished
 from maigym_ray.testing import fake_task
 
@@ -20,16 +18,9 @@ pytestmark = pytest.mark.unit
 
 
 def _driver(tmp_path: Any, heldout: HeldoutConfig, ran: dict[str, int]) -> Driver:
+    tasks = TaskSplit(train=[fake_task("train-0")], heldout=[fake_task(f"test-{i}") for i in range(3)])
     d = Driver(
-        DriverConfig(heldout=heldout),
-        PolicyConfig(),
-        TrainerConfig(),
-        SamplerConfig(),
-        EnvManagerConfig(),
-        [fake_task("train-0")],
-        [fake_task("test-0"), fake_task("test-1"), fake_task("test-2")],
-        str(tmp_path),
-        wandb_mode="disabled",
+        JobConfig(driver=DriverConfig(heldout=heldout), run_dir=str(tmp_path), wandb_mode="disabled"), tasks
     )
     d._store = lambda name, trajs: None  # type: ignore[method-assign]
 

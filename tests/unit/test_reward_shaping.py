@@ -15,13 +15,12 @@ from typing import Any
 
 import pytest
 
-from maigym_ray.config import EnvManagerConfig, PolicyConfig
 from maigym_ray.errors import ConfigError
 from maigym_ray.rl import driver as driver_module
-from maigym_ray.rl.driver import Driver, DriverConfig, GRPOConfig
+from maigym_ray.rl.driver import Driver
+from maigym_ray.rl.driver_config import DriverConfig, GRPOConfig, JobConfig, TaskSplit
 from maigym_ray.rl.roles import Roles
 from maigym_ray.rl.sampler import SamplerConfig
-from maigym_ray.rl.trainer import TrainerConfig
 from maigym_ray.rollout import Finished
 from maigym_ray.testing import fake_task
 
@@ -61,18 +60,13 @@ def _round(
     grpo = GRPOConfig(
         groups_per_round=1, updates_per_round=1, step_penalty=penalty, invalid_action_penalty=invalid_penalty
     )
-    d = Driver(
-        DriverConfig(grpo=grpo),
-        PolicyConfig(),
-        TrainerConfig(),
-        SamplerConfig(group_size=len(outcomes)),
-        EnvManagerConfig(),
-        [fake_task("t0")],
-        [],
-        str(tmp_path),
+    job = JobConfig(
+        driver=DriverConfig(grpo=grpo),
+        sampler=SamplerConfig(group_size=len(outcomes)),
+        run_dir=str(tmp_path),
         wandb_mode="disabled",
-        roles=Roles(engines=[], colocated=False),
     )
+    d = Driver(job, TaskSplit(train=[fake_task("t0")], heldout=[]), Roles(engines=[], colocated=False))
     d.trainer = _Trainer()  # type: ignore[assignment]
     d._store = lambda name, trajs: None  # type: ignore[method-assign]
     seen: list[list[float]] = []

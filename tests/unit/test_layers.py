@@ -63,7 +63,7 @@ ALLOWED: dict[str, set[str]] = {
     # the run's config composes the envs' schemas and the harness's and the policy's settings modules, never
     # their logic
     "config": _ENV_SIDE | {"envs", "harness.config", "policy.config"},
-    "suites": _ENV_SIDE | {"envs", "harness"},
+    "suites": _ENV_SIDE | {"envs"},
     # the Gymnasium adapter brings an EnvManager up on its own Ray: a front end, like a CLI
     "suites.gym_env": _RUNTIME | {"runtime", "suites"},
     "rollout": _ROLLOUT,

@@ -1,12 +1,12 @@
 """Apps from specs: how many apps, how many spec-derived tasks pass live validation, and why the rest fail.
 
-    python benchmarks/synthesis.py [--quick] [--json PATH] [--concurrency C]
+    python benchmarks/synthesis.py [--quick] [--json PATH] [--concurrency C] [--apps N]
 
 Derives single-action tasks from every shipped spec app (``maigym_ray/synth/spec_tasks.py``: golden from the
 screens, verifier from the action's declared effect), then validates each on a live Chromium instance through
 the EnvManager, exactly as ``cli.synth`` does (initial state scores 0, golden scores 1, a reset restores the
 state hash). ``--quick`` takes the first 8 spec apps and one record per action; the full run every spec app and
-up to 3 records per action. Multi-step, find-and-answer and cross-app tasks from specs
+up to 3 records per action; ``--apps N`` keeps the first N of those (the CI smoke run takes 2). Multi-step, find-and-answer and cross-app tasks from specs
 are not derived yet: ``cross_app_share`` is reported as it is (0.0).
 """
 
@@ -35,9 +35,15 @@ def main() -> int:
     ap.add_argument("--json", default="")
     ap.add_argument("--concurrency", type=int, default=2)
     ap.add_argument("--per-action", type=int, default=0, help="records per action (default: 1 quick, 3 full)")
+    ap.add_argument(
+        "--apps", type=int, default=0, help="validate on the first N spec apps only (0: as --quick says)"
+    )
     args = ap.parse_args()
     t0 = time.perf_counter()
     apps = SPEC_APPS[:8] if args.quick else SPEC_APPS
+    if args.apps < 0:
+        ap.error("--apps must be >= 0")
+    apps = apps[: args.apps] if args.apps else apps
     per_action = args.per_action or (1 if args.quick else 3)
     path = Path(tempfile.mkdtemp(prefix="maigym_spec_tasks_")) / "tasks.jsonl"
     with path.open("w") as f:

@@ -44,6 +44,7 @@ SMOKE: dict[str, tuple[list[str], str, set[str]]] = {
         set(),
     ),
     "miniwob_scripted": (["miniwob_scripted.py", "--quick", "--instances", "1"], "", set()),
+    "synthesis": (["synthesis.py", "--quick", "--apps", "2"], "synthesis.json", set()),
 }
 
 #: Too heavy for every CI run on 2 cores (or needing what CI lacks): run with MAIGYM_BENCH_HEAVY=1.

@@ -14,6 +14,7 @@ question asks drops the question here, and a reading that disagrees with the sta
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 from typing import Any
@@ -62,46 +63,86 @@ def read_field(screens: Screens, app: str, opening: list[str], label: str) -> st
     return m.group(1).strip()
 
 
-def answer_tasks(spec: dict[str, Any], state: dict[str, Any], limit: int) -> list[dict[str, Any]]:
-    """Up to ``limit`` questions about records' fields, one per (record, field) a detail screen shows."""
+def perturbed(d: Deriver, en: str, fn: str, rec: dict[str, Any], k: int) -> Any:
+    """The ``k``-th other value of field ``fn`` of ``rec`` for a seed variant (None: no variant of this type)."""
+    f = d.ents[en]["fields"][fn]
+    v = rec.get(fn)
+    if f["type"] in ("int", "money") and isinstance(v, int):
+        return v + 3 * k + 1
+    if f["type"] == "bool" and k == 1:
+        return not v
+    if f["type"] == "enum" and v in f["values"] and len(f["values"]) > k:
+        return f["values"][(f["values"].index(v) + k) % len(f["values"])]
+    if f["type"] == "date" and isinstance(v, str) and re.fullmatch(r"\d{4}-\d\d-\d\d", v):
+        return (datetime.date.fromisoformat(v) + datetime.timedelta(days=k)).isoformat()
+    if f["type"] == "ref" and f["ref"] in d.state and len(d.state[f["ref"]]) > k:
+        ids = [r["id"] for r in d.state[f["ref"]]]
+        return ids[(ids.index(v) + k) % len(ids)] if v in ids else None
+    return None
+
+
+def _question(
+    spec: dict[str, Any], d: Deriver, en: str, rec: dict[str, Any], fn: str, tid: str, seed: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    ent = d.ents[en]
+    f = ent["fields"][fn]
+    opening = d.opening(en, rec)
+    want = expected(d, en, fn, rec)
+    if opening is None or want is None or not d.unique_title(en, rec):
+        return None
+    label = field_label(f, fn)
+    try:
+        shown = read_field(Screens({d.app: seed} if seed else {}, [d.app]), d.app, opening, label)
+    except TaskError:
+        return None  # the detail screen does not show this field: nothing to read it off
+    any_of, numeric = want
+    subject = f'the {ent["label"].lower()} "{d.title(en, rec)}"'
+    question = (
+        f"Is {label.lower()} set for {subject}? Answer yes or no"
+        if f["type"] == "bool"
+        else f"What is the {label.lower()} of {subject}"
+    )
+    task = d.record(
+        tid,
+        f"In {spec['title']}: {question}?",
+        [*opening, f"answer(text={json.dumps(shown, ensure_ascii=False)})"],
+        [{"op": "answer", "any_of": any_of, "numeric": numeric}],
+        ["template:spec_answer", f"field:{f['type']}", *(["seed_variant"] if seed else [])],
+    )
+    if seed:
+        task["initial_state"] = {d.app: seed}
+    return task
+
+
+def answer_tasks(
+    spec: dict[str, Any], state: dict[str, Any], limit: int, variants: int = 0
+) -> list[dict[str, Any]]:
+    """Up to ``limit`` questions about records' fields, one per (record, field) a detail screen shows, each
+    followed by up to ``variants`` seed variants: the same question on an initial state where that field holds
+    another value, so its answer differs (no answer can be learnt by heart). Variants count towards ``limit``."""
     d = Deriver(spec, state)
-    app = d.app
-    screens = Screens({}, [app])
-    out = []
+    out: list[dict[str, Any]] = []
     for en, ent in d.ents.items():
         for rec in state[en]:
-            opening = d.opening(en, rec)
-            if opening is None or not d.unique_title(en, rec):
-                continue
             for fn, f in ent["fields"].items():
                 if fn == ent["title_field"] or f["type"] not in _ASKABLE:
                     continue
-                want = expected(d, en, fn, rec)
-                if want is None:
+                base = f"spec-{d.app}-answer-{en}-{rec['id']}-{fn}"
+                t = _question(spec, d, en, rec, fn, base, None)
+                if t is None:
                     continue
-                label = field_label(f, fn)
-                try:
-                    shown = read_field(screens, app, opening, label)
-                except TaskError:
-                    continue  # the detail screen does not show this field: nothing to read it off
-                any_of, numeric = want
-                subject = f'the {ent["label"].lower()} "{d.title(en, rec)}"'
-                question = (
-                    f"is {label.lower()} set for {subject}? Answer yes or no"
-                    if f["type"] == "bool"
-                    else f"what is the {label.lower()} of {subject}?"
-                )
-                out.append(
-                    d.record(
-                        f"spec-{app}-answer-{en}-{rec['id']}-{fn}",
-                        f"In {spec['title']}: {question[0].upper()}{question[1:]}".rstrip("?") + "?",
-                        [*opening, f"answer(text={json.dumps(shown, ensure_ascii=False)})"],
-                        [{"op": "answer", "any_of": any_of, "numeric": numeric}],
-                        ["template:spec_answer", f"field:{f['type']}"],
-                    )
-                )
+                out.append(t)
+                for k in range(1, variants + 1):
+                    v = perturbed(d, en, fn, rec, k)
+                    if v is None:
+                        break
+                    recs = [{**r, fn: v} if r["id"] == rec["id"] else r for r in state[en]]
+                    vd = Deriver(spec, {**state, en: recs})
+                    vt = _question(spec, vd, en, {**rec, fn: v}, fn, f"{base}-v{k}", {en: recs})
+                    if vt is not None:
+                        out.append(vt)
                 if len(out) >= limit:
-                    return out
+                    return out[:limit]
     return out
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from maigym_ray.apps.registry import APP_CLASSES
@@ -38,6 +38,8 @@ class SpecTaskSizes:
     create_then: int = 4
     #: find-and-answer questions per app (count questions come on top, one per list screen)
     answers: int = 20
+    #: seed variants per question (the same question on a state where the answer differs), within ``answers``
+    answer_variants: int = 0
     #: cross-app tasks in all, spread over ordered pairs of the apps
     cross_app: int = 0
     #: seeds the choice of chains and cross-app pairs
@@ -50,8 +52,12 @@ class SpecTaskSizes:
 
 
 #: the sizes ``benchmarks/synthesis.py --quick`` uses, and the full run's
-QUICK = SpecTaskSizes(per_action=1, chains2=4, chains3=2, search=2, create_then=1, answers=4, cross_app=0)
-FULL = SpecTaskSizes(per_action=8, chains2=40, chains3=20, search=20, create_then=4, answers=40, cross_app=0)
+QUICK = SpecTaskSizes(per_action=1, chains2=4, chains3=2, search=2, create_then=1, answers=6, answer_variants=1)
+#: sized for >= 5,000 candidates in <= 30 min of validation on 2 cores: short kinds (questions and their seed
+#: variants, single actions) carry the count; cross-app tasks are added by the caller for the share it wants
+FULL = SpecTaskSizes(
+    per_action=8, chains2=16, chains3=3, search=20, create_then=4, answers=200, answer_variants=2
+)
 
 
 def derive_spec_tasks(apps: Sequence[str], sizes: SpecTaskSizes) -> list[dict[str, Any]]:
@@ -72,13 +78,24 @@ def derive_spec_tasks(apps: Sequence[str], sizes: SpecTaskSizes) -> list[dict[st
         out += chain_tasks(spec, st, sizes.chains3, sizes.rng_seed, 3)
         out += search_tasks(spec, st, sizes.search)
         out += create_then_tasks(spec, st, sizes.create_then)
-        out += answer_tasks(spec, st, sizes.answers)
+        out += answer_tasks(spec, st, sizes.answers, sizes.answer_variants)
         out += count_tasks(spec, st)
     if sizes.cross_app and len(specs) > 1:
         out += cross_app_tasks(specs, states, sizes.cross_app, sizes.rng_seed)
     dup = [k for k, n in Counter(t["id"] for t in out).items() if n > 1]
     if dup:  # a derivation bug, not a user error: two kinds named two tasks alike
         raise RuntimeError(f"derived task ids are not unique: {dup[:5]}")
+    return out
+
+
+def derive_with_cross_share(apps: Sequence[str], sizes: SpecTaskSizes, ratio: float) -> list[dict[str, Any]]:
+    """The single-app kinds of :func:`derive_spec_tasks`, plus ``ratio`` times as many cross-app tasks
+    (``sizes.cross_app`` is ignored): a ratio of 0.5 makes cross-app tasks a third of the candidates."""
+    out = derive_spec_tasks(apps, replace(sizes, cross_app=0))
+    n = round(len(out) * ratio)
+    if n and len(apps) > 1:
+        specs = [APP_CLASSES[a].SPEC for a in apps]  # derive_spec_tasks checked they are spec apps
+        out += cross_app_tasks(specs, {a: APP_CLASSES[a]().state() for a in apps}, n, sizes.rng_seed)
     return out
 
 

@@ -14,6 +14,7 @@ effect behind the navigation to its record; :mod:`maigym_ray.synth.spec_multi` c
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,8 @@ from maigym_ray.apps.registry import NOVEL_APPS
 from maigym_ray.apps.spec.app import holds
 from maigym_ray.apps.spec.loader import default_value
 
+#: An element id the action grammar accepts.
+_ID = re.compile(r"[A-Za-z0-9_.:-]+")
 #: What a golden solution types into a field of each type (values no seed uses, so the initial state fails).
 _TYPED = {"string": "Alex Doe", "text": "Booked by the agent", "int": "2", "money": "2", "date": "2026-12-24"}
 
@@ -92,7 +95,10 @@ class Deriver:
                 steps.append(f'click(id="{fn}-{pick}")')
                 values[fn] = pick
             elif f["type"] == "enum":
-                pick = next((v for v in reversed(f["values"]) if v != now), f["values"][0])
+                ok = [v for v in f["values"] if _ID.fullmatch(f"{fn}-{v}")]  # clickable: a valid element id
+                pick = next((v for v in reversed(ok) if v != now), now if now in ok else None)
+                if pick is None:
+                    continue  # no choice an action can name: the form keeps what it shows
                 steps.append(f'click(id="{fn}-{pick}")')
                 values[fn] = pick
             elif f["type"] == "bool":

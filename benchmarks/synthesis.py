@@ -23,14 +23,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from maigym_ray.apps.registry import APP_CLASSES, NOVEL_APPS, SPEC_APPS
+from maigym_ray.errors import TaskError
 from maigym_ray.runtime.schema import SynthConfig
 from maigym_ray.runtime.synthesis import validate_live
 from maigym_ray.synth.spec_suite import FULL, QUICK, derive_with_cross_share, kind_of
+from maigym_ray.tasks.pool import task_from_dict
 
 #: cross-app candidates per single-app candidate: a third of all candidates (the issue asks >= 0.3 validated)
 CROSS_RATIO = 0.5
-from maigym_ray.errors import TaskError
-from maigym_ray.tasks.pool import task_from_dict
 
 
 def cost_model(verdicts: list, by_id: dict, validate_s: float, concurrency: int, apps: tuple) -> dict:
@@ -61,11 +61,15 @@ def cost_model(verdicts: list, by_id: dict, validate_s: float, concurrency: int,
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--apps", type=int, default=0, help="validate on the first N spec apps (default: 8 quick, all)")
+    ap.add_argument(
+        "--apps", type=int, default=0, help="validate on the first N spec apps (default: 8 quick, all)"
+    )
     ap.add_argument("--json", default="")
     ap.add_argument("--concurrency", type=int, default=2)
     ap.add_argument("--per-action", type=int, default=0, help="records per action (default: the sizes')")
-    ap.add_argument("--cross-ratio", type=float, default=CROSS_RATIO, help="cross-app per single-app candidate")
+    ap.add_argument(
+        "--cross-ratio", type=float, default=CROSS_RATIO, help="cross-app per single-app candidate"
+    )
     ap.add_argument("--skip", type=int, default=0, help="leave out the first N spec apps (validate others)")
     ap.add_argument("--derive-only", action="store_true", help="derive and count the candidates; no browser")
     args = ap.parse_args()
@@ -86,7 +90,16 @@ def main() -> int:
             print(f"  rejected {rec['id']}: bad_task: {exc}")
     candidates = Counter(kind_of(t) for t in tasks)
     if args.derive_only:
-        print(json.dumps({"candidate_tasks": len(records), "bad_task": sum(bad.values()), "by_kind": dict(candidates), "derive_s": derive_s}))
+        print(
+            json.dumps(
+                {
+                    "candidate_tasks": len(records),
+                    "bad_task": sum(bad.values()),
+                    "by_kind": dict(candidates),
+                    "derive_s": derive_s,
+                }
+            )
+        )
         return 0
     cfg = SynthConfig(concurrency=args.concurrency)
     cfg = replace(cfg, env=replace(cfg.env, apps=list(apps)))

@@ -82,13 +82,20 @@ def perturbed(d: Deriver, en: str, fn: str, rec: dict[str, Any], k: int) -> Any:
 
 
 def _question(
-    spec: dict[str, Any], d: Deriver, en: str, rec: dict[str, Any], fn: str, tid: str, seed: dict[str, Any] | None
+    spec: dict[str, Any],
+    d: Deriver,
+    en: str,
+    rec: dict[str, Any],
+    fn: str,
+    tid: str,
+    seed: dict[str, Any] | None,
 ) -> dict[str, Any] | None:
     ent = d.ents[en]
     f = ent["fields"][fn]
     opening = d.opening(en, rec)
     want = expected(d, en, fn, rec)
-    if opening is None or want is None or not d.unique_title(en, rec):
+    subject = d.subject(en, rec, (fn,))
+    if opening is None or want is None or subject is None:
         return None
     label = field_label(f, fn)
     try:
@@ -96,7 +103,6 @@ def _question(
     except TaskError:
         return None  # the detail screen does not show this field: nothing to read it off
     any_of, numeric = want
-    subject = f'the {ent["label"].lower()} "{d.title(en, rec)}"'
     question = (
         f"Is {label.lower()} set for {subject}? Answer yes or no"
         if f["type"] == "bool"

@@ -34,10 +34,12 @@ def _facts(d: Deriver) -> list[tuple[str, dict[str, Any], str, list[str]]]:
     for en, ent in d.ents.items():
         for rec in d.state[en]:
             opening = d.opening(en, rec)
-            if opening is None or not d.unique_title(en, rec):
+            if opening is None:
                 continue
             for fn, f in ent["fields"].items():
-                if fn != ent["title_field"] and f["type"] in _SOURCE and expected(d, en, fn, rec) is not None:
+                if fn == ent["title_field"] or f["type"] not in _SOURCE or d.subject(en, rec, (fn,)) is None:
+                    continue
+                if expected(d, en, fn, rec) is not None:
                     out.append((en, rec, fn, opening))
     return out
 
@@ -51,9 +53,9 @@ def _targets(d: Deriver) -> list[tuple[dict[str, Any], dict[str, Any], str, list
         fields = [fn for fn in a["fields"] if d.ents[a["entity"]]["fields"][fn]["type"] in ("string", "text")]
         for rec in d.eligible(a):
             opening = d.opening(a["entity"], rec)
-            if opening is None or not d.unique_title(a["entity"], rec):
+            if opening is None:
                 continue
-            out += [(a, rec, fn, opening) for fn in fields]
+            out += [(a, rec, fn, opening) for fn in fields if d.subject(a["entity"], rec, (fn,)) is not None]
     return out
 
 
@@ -84,7 +86,9 @@ def cross_app_tasks(
             if tid in seen:
                 continue
             seen.add(tid)
-            task = _task(ders[src], ders[dst], screens[src], (en, rec, fn, open_a), (a, trec, tfn, open_b), tid)
+            task = _task(
+                ders[src], ders[dst], screens[src], (en, rec, fn, open_a), (a, trec, tfn, open_b), tid
+            )
             if task is not None:
                 out.append(task)
                 grew = True
@@ -126,9 +130,8 @@ def _task(
         'click(id="save")',
     ]
     instruction = (
-        f'Look up the {field_label(f, fn).lower()} of the {ds.ents[en]["label"].lower()} '
-        f'"{ds.title(en, rec)}" in {ds.spec["title"]}. Then in {dt.spec["title"]}, {a["label"]} the '
-        f'{dt.ents[ten]["label"].lower()} "{dt.title(ten, trec)}": set {tlabel} to that value.'
+        f"Look up the {field_label(f, fn).lower()} of {ds.subject(en, rec, (fn,))} in {ds.spec['title']}. Then in "
+        f"{dt.spec['title']}, {a['label']} {dt.subject(ten, trec, (tfn,))}: set {tlabel} to that value."
     )
     return dt.record(
         tid,

@@ -35,7 +35,7 @@ def _effects(d: Deriver) -> list[tuple[dict[str, Any], dict[str, Any], Effect, l
             continue
         for rec in d.eligible(a):
             opening = d.opening(a["entity"], rec)
-            eff = d.effect(a, rec) if opening is not None and d.unique_title(a["entity"], rec) else None
+            eff = d.effect(a, rec) if opening is not None else None
             if opening is not None and eff is not None:
                 out.append((a, rec, eff, opening))
     return out

@@ -52,7 +52,9 @@ class SpecTaskSizes:
 
 
 #: the sizes ``benchmarks/synthesis.py --quick`` uses, and the full run's
-QUICK = SpecTaskSizes(per_action=1, chains2=4, chains3=2, search=2, create_then=1, answers=6, answer_variants=1)
+QUICK = SpecTaskSizes(
+    per_action=1, chains2=4, chains3=2, search=2, create_then=1, answers=6, answer_variants=1
+)
 #: sized for >= 5,000 candidates in <= 30 min of validation on 2 cores: short kinds (questions and their seed
 #: variants, single actions) carry the count; cross-app tasks are added by the caller for the share it wants
 FULL = SpecTaskSizes(

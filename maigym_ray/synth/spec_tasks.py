@@ -72,10 +72,46 @@ class Deriver:
     def title(self, en: str, rec: dict[str, Any]) -> str:
         return str(rec[self.ents[en]["title_field"]])
 
-    def unique_title(self, en: str, rec: dict[str, Any]) -> bool:
-        """Whether ``rec``'s title names it alone (an instruction that names a record by title is unambiguous)."""
-        t = self.title(en, rec)
-        return sum(1 for r in self.state[en] if self.title(en, r) == t) == 1
+    def shown(self, en: str, fn: str, rec: dict[str, Any]) -> str:
+        """A field's value as the screens show it (money as "€12", yes/no, a referenced record's title)."""
+        f, v = self.ents[en]["fields"][fn], rec.get(fn)
+        if f["type"] == "money":
+            return f"€{v}"
+        if f["type"] == "bool":
+            return "yes" if v else "no"
+        if f["type"] == "ref" and f["ref"] in self.state:
+            hit = next((r for r in self.state[f["ref"]] if r["id"] == v), None)
+            return self.title(f["ref"], hit) if hit else str(v)
+        return str(v)
+
+    def subject(self, en: str, rec: dict[str, Any], avoid: tuple[str, ...] = ()) -> str | None:
+        """How an instruction names ``rec`` unambiguously: 'the car "BMW i3"', and when several records share
+        that title, the values that tell it apart ('the car "BMW i3" (zone Mitte)'), the list's columns first;
+        None when nothing does. Fields in ``avoid`` are never used (a question must not name its answer)."""
+        ent = self.ents[en]
+        label, t = ent["label"].lower(), self.title(en, rec)
+        same = [r for r in self.state[en] if r["id"] != rec["id"] and self.title(en, r) == t]
+        if not same:
+            return f'the {label} "{t}"'
+        screen = next((s for s in self.spec["screens"] if s["id"] == self.screen_for(en, rec)), {})
+        order = [*screen.get("columns", []), *ent["fields"]]
+        parts: list[str] = []
+        for fn in dict.fromkeys(order):
+            if (
+                fn in avoid
+                or fn == ent["title_field"]
+                or fn not in ent["fields"]
+                or ent["fields"][fn]["type"] == "text"
+            ):
+                continue
+            v = self.shown(en, fn, rec)
+            left = [r for r in same if self.shown(en, fn, r) == v]
+            if len(left) < len(same):
+                parts.append(f"{fn.replace('_', ' ')} {v}")
+                same = left
+            if not same:
+                return f'the {label} "{t}" (' + ", ".join(parts) + ")"
+        return None
 
     def eligible(self, a: dict[str, Any]) -> list[dict[str, Any]]:
         """The records of the default state that ``a``'s preconditions allow."""
@@ -116,18 +152,21 @@ class Deriver:
     def effect(self, a: dict[str, Any], rec: dict[str, Any]) -> Effect | None:
         """``a`` on ``rec``, from its detail screen; None when the default state gives it nothing to do."""
         en, kind, app = a["entity"], a["kind"], self.app
-        label = self.ents[en]["label"].lower()
-        title = self.title(en, rec)
+        subject = self.subject(en, rec)
+        if subject is None:
+            return None
         steps = [f'click(id="{a["id"]}")']
         checks: list[dict[str, Any]] = []
         touched = {(en, rec["id"])}
-        what = f'{a["label"]} for the {label} "{title}"'
+        what = f"{a['label']} for {subject}"
         if kind == "toggle":
             if a.get("confirm"):
                 steps.append(f'click(id="{a["id"]}-yes")')
-            checks.append(check(app, en, {"id": rec["id"], a["field"]: not rec[a["field"]], **a.get("set", {})}))
+            checks.append(
+                check(app, en, {"id": rec["id"], a["field"]: not rec[a["field"]], **a.get("set", {})})
+            )
             state = "off" if rec[a["field"]] else "on"
-            what = f'{a["label"]} ({a["field"].replace("_", " ")}: {state}) for the {label} "{title}"'
+            what = f"{a['label']} ({a['field'].replace('_', ' ')}: {state}) for {subject}"
         elif kind == "delete":
             steps.append(f'click(id="{a["id"]}-yes")')
             checks.append(check(app, en, {"id": rec["id"]}, "absent"))

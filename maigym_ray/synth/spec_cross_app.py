@@ -2,8 +2,8 @@
 
 "Look up the category of the lot "Dune" in BidBay; in Phonebook, edit the contact "Ann Lee": set Notes to it."
 The agent must open app A, read a fact off a record's screen, switch to app B (``open_app``) and write that fact
-into a text field of a record there through B's update form. Evidence spans two apps: the task cannot be done
-from either alone.
+into a text field of one of B's forms: an update of a record, a booking made from a record, or a new record.
+Evidence spans two apps: the task cannot be done from either alone.
 
 The halves are written apart, as for :mod:`maigym_ray.synth.spec_answer`: the verifier expects B's record to
 hold the value *A's state* gives (numbers as a substring, since a screen shows money as "€320"); the golden reads
@@ -44,18 +44,26 @@ def _facts(d: Deriver) -> list[tuple[str, dict[str, Any], str, list[str]]]:
     return out
 
 
-def _targets(d: Deriver) -> list[tuple[dict[str, Any], dict[str, Any], str, list[str]]]:
-    """(update action, record, string/text field of its form, opening steps) in app ``d``."""
-    out = []
+def _targets(d: Deriver) -> list[tuple[dict[str, Any], dict[str, Any] | None, str, list[str]]]:
+    """(action, record or None for a ``create``, string/text field of its form, opening steps) in app ``d``:
+    an update of the record, a booking made from it, or a new record from the navigation bar."""
+    out: list[tuple[dict[str, Any], dict[str, Any] | None, str, list[str]]] = []
     for a in d.spec["actions"]:
-        if a["kind"] != "update":
+        if a["kind"] not in ("update", "book", "create"):
             continue
-        fields = [fn for fn in a["fields"] if d.ents[a["entity"]]["fields"][fn]["type"] in ("string", "text")]
+        fen = a["creates"] if a["kind"] == "book" else a["entity"]
+        fields = [fn for fn in a.get("fields", []) if d.ents[fen]["fields"][fn]["type"] in ("string", "text")]
+        if a["kind"] == "create":
+            out += [(a, None, fn, []) for fn in fields]
+            continue
         for rec in d.eligible(a):
             opening = d.opening(a["entity"], rec)
             if opening is None:
                 continue
-            out += [(a, rec, fn, opening) for fn in fields if d.subject(a["entity"], rec, (fn,)) is not None]
+            avoid = (lambda fn: (fn,)) if a["kind"] == "update" else (lambda fn: ())
+            out += [
+                (a, rec, fn, opening) for fn in fields if d.subject(a["entity"], rec, avoid(fn)) is not None
+            ]
     return out
 
 
@@ -82,7 +90,7 @@ def cross_app_tasks(
             # the rnd-th combination of this pair, spread over facts and targets
             i = rng.randrange(len(fs) * len(ts))
             (en, rec, fn, open_a), (a, trec, tfn, open_b) = fs[i % len(fs)], ts[i // len(fs)]
-            tid = f"spec-x-{src}-{en}.{rec['id']}.{fn}-{dst}-{a['id']}.{trec['id']}.{tfn}"
+            tid = f"spec-x-{src}-{en}.{rec['id']}.{fn}-{dst}-{a['id']}.{trec['id'] if trec else 'new'}.{tfn}"
             if tid in seen:
                 continue
             seen.add(tid)
@@ -102,7 +110,7 @@ def _task(
     dt: Deriver,
     screens: Screens,
     fact: tuple[str, dict[str, Any], str, list[str]],
-    target: tuple[dict[str, Any], dict[str, Any], str, list[str]],
+    target: tuple[dict[str, Any], dict[str, Any] | None, str, list[str]],
     tid: str,
 ) -> dict[str, Any] | None:
     en, rec, fn, open_a = fact
@@ -112,32 +120,47 @@ def _task(
     if want is None:
         return None
     value = want[0][0]
-    if str(trec.get(tfn, "")) == value:
+    if trec is not None and a["kind"] == "update" and str(trec.get(tfn, "")) == value:
         return None  # already holds it: the initial state would pass
     try:
         shown = read_field(screens, ds.app, open_a, field_label(f, fn))
     except TaskError:
         return None
     match = {"$contains": value} if want[1] else value
-    ten = a["entity"]
-    tlabel = field_label(dt.ents[ten]["fields"][tfn], tfn)
-    golden = [
-        *open_a,
-        f"open_app(name={json.dumps(dt.app)})",
-        *open_b,
-        f'click(id="{a["id"]}")',
-        f"type(id={json.dumps(tfn)}, text={json.dumps(shown, ensure_ascii=False)})",
-        'click(id="save")',
-    ]
+    fen = a["creates"] if a["kind"] == "book" else a["entity"]
+    tlabel = field_label(dt.ents[fen]["fields"][tfn], tfn)
+    typed = f"type(id={json.dumps(tfn)}, text={json.dumps(shown, ensure_ascii=False)})"
+    golden = [*open_a, f"open_app(name={json.dumps(dt.app)})", *open_b, f'click(id="{a["id"]}")']
+    if a["kind"] == "update":
+        golden += [typed, 'click(id="save")']
+        checks = [check(dt.app, fen, {"id": trec["id"], tfn: match, **a.get("set", {})})]
+        doing = f"{a['label']} {dt.subject(fen, trec, (tfn,))}: set {tlabel} to that value"
+    else:
+        # the form's other fields get the values a single-action task would give; the instruction says them
+        fill, values = dt.fill(fen, [x for x in a.get("fields", []) if x != tfn], None)
+        golden += [*fill, typed, 'click(id="save")']
+        others = "".join(f", {k.replace('_', ' ')} {v}" for k, v in values.items())
+        if a["kind"] == "book":
+            copied = {dst: trec[src] for dst, src in a.get("copy", {}).items()}
+            link = {a["link_field"]: trec["id"], **copied}
+            checks = [check(dt.app, fen, {**link, **values, tfn: match})]
+            if a.get("set"):
+                checks.append(check(dt.app, a["entity"], {"id": trec["id"], **a["set"]}))
+            doing = (
+                f"{a['label']} for {dt.subject(a['entity'], trec)}, with {tlabel} set to that value{others}"
+            )
+        else:
+            checks = [check(dt.app, fen, {**values, tfn: match})]
+            doing = f"{a['label']}, with {tlabel} set to that value{others}"
     instruction = (
-        f"Look up the {field_label(f, fn).lower()} of {ds.subject(en, rec, (fn,))} in {ds.spec['title']}. Then in "
-        f"{dt.spec['title']}, {a['label']} {dt.subject(ten, trec, (tfn,))}: set {tlabel} to that value."
+        f"Look up the {field_label(f, fn).lower()} of {ds.subject(en, rec, (fn,))} in {ds.spec['title']}. "
+        f"Then in {dt.spec['title']}: {doing}."
     )
     return dt.record(
         tid,
         instruction,
         golden,
-        [check(dt.app, ten, {"id": trec["id"], tfn: match, **a.get("set", {})})],
-        ["template:spec_cross_app", "cross_app", f"field:{f['type']}"],
+        checks,
+        ["template:spec_cross_app", "cross_app", f"field:{f['type']}", f"action:{a['kind']}"],
         apps=[ds.app, dt.app],
     )

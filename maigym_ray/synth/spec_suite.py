@@ -58,7 +58,7 @@ QUICK = SpecTaskSizes(
 #: sized for >= 5,000 candidates in <= 30 min of validation on 2 cores: short kinds (questions and their seed
 #: variants, single actions) carry the count; cross-app tasks are added by the caller for the share it wants
 FULL = SpecTaskSizes(
-    per_action=8, chains2=16, chains3=3, search=20, create_then=4, answers=200, answer_variants=2
+    per_action=8, chains2=8, chains3=2, search=5, create_then=4, answers=200, answer_variants=2
 )
 
 

@@ -174,3 +174,14 @@ def test_sizes_are_checked() -> None:
         replace(QUICK, chains2=-1)
     with pytest.raises(ConfigError, match="not a spec app"):
         derive_spec_tasks(["mail"], SpecTaskSizes())
+
+
+def test_cross_app_tasks_over_every_spec_app_write_through_updates_bookings_and_new_records() -> None:
+    specs = [APP_CLASSES[n].SPEC for n in SPEC_APPS]
+    states = {n: APP_CLASSES[n]().state() for n in SPEC_APPS}
+    tasks = cross_app_tasks(specs, states, limit=300, rng_seed=1)
+    kinds = {next(x for x in t["tags"] if x.startswith("action:")) for t in tasks}
+    assert kinds == {"action:update", "action:book", "action:create"}
+    assert len({a for t in tasks for a in t["apps"]}) == len(SPEC_APPS)
+    for t in tasks:
+        assert_valid(t)

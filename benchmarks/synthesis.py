@@ -118,6 +118,7 @@ def main() -> int:
         "validated_tasks": len(ok),
         "cross_app_share": round(sum(len(t.apps) >= 2 for t in ok) / len(ok), 3) if ok else 0.0,
         "by_kind": {k: {"candidates": n, "validated": valid[k]} for k, n in sorted(candidates.items())},
+        "validated_by_split": dict(Counter(t.split for t in ok)),
         "wall_s": round(time.perf_counter() - t0, 1),
         "derive_s": round(derive_s, 1),
         "validate_s": round(validate_s, 1),

@@ -12,12 +12,13 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
+from maigym_ray.apps.registry import NOVEL_APPS
 from maigym_ray.config import EnvManagerConfig, PoolConfig, RayConfig
 from maigym_ray.errors import ConfigError
 from maigym_ray.runtime.schema import TasksConfig
 from maigym_ray.runtime.topology import TopologyConfig
 from maigym_ray.tasks.curriculum import curriculum_tasks
-from maigym_ray.tasks.families import FAMILIES_PREFIX, family_names, family_tasks
+from maigym_ray.tasks.families import FAMILIES, FAMILIES_PREFIX, family_names, family_tasks
 from maigym_ray.tasks.pool import TaskPool
 from maigym_ray.types import PLATFORMS
 
@@ -148,6 +149,9 @@ def _families(cfg: TasksConfig) -> list:
     novel = family_names(",".join(cfg.novel_families))
     if set(novel) & set(names):
         raise ConfigError(f"tasks.novel_families {novel} must not be in tasks.pool {names}")
+    # the experiment holds out the novel split (apps/registry.py NOVEL_APPS): its RL-only families come from it
+    if off := [n for n in novel if FAMILIES[n].app not in NOVEL_APPS]:
+        raise ConfigError(f"tasks.novel_families {off} are not on a novel app ({', '.join(NOVEL_APPS)})")
     kw = {"cite_ids": cfg.family_cite_ids, "ids": cfg.family_ids}
     return family_tasks(names, cfg.family_train, 0, **kw) + family_tasks(
         novel, cfg.family_train, cfg.family_heldout, train_split="rl", **kw

@@ -140,6 +140,7 @@ class Screens:
             app.seed(seeds.get(name, {}))
         self.page = Page("/", {}, [], "")
         self._typed: dict[str, str] = {}
+        self._ticked: dict[str, bool] = {}  # checkboxes clicked on this screen: ticked after the clicks?
 
     def state(self) -> dict[str, Any]:
         """Every app's state, as the verifier reads it."""
@@ -187,6 +188,7 @@ class Screens:
         text = re.sub(r"[ \t]+", " ", "".join(p._text))
         self.page = Page(path, p.elements, p.forms, re.sub(r"\s*\n\s*", "\n", text).strip())
         self._typed = {}
+        self._ticked = {}
 
     # -- actions ------------------------------------------------------------------------------------------------
     def element(self, mg_id: str) -> Element:
@@ -213,8 +215,13 @@ class Screens:
             base = self.page.path.split("?")[0]
             self.get(href if href.startswith("/") else base.rsplit("/", 1)[0] + "/" + href)
             return
-        if el.tag == "input" and el.attrs.get("type") in ("radio", "checkbox"):
+        if el.tag == "input" and el.attrs.get("type") == "radio":
             self._typed[mg_id] = el.attrs.get("value", "on")
+            return
+        if el.tag == "input" and el.attrs.get("type") == "checkbox":
+            # a click flips the box: the form then sends it when it ends up ticked
+            ticked = self._ticked.get(mg_id, "checked" in el.attrs)
+            self._ticked[mg_id] = not ticked
             return
         if el.tag == "button" or (el.tag == "input" and el.attrs.get("type") == "submit"):
             if el.form < 0:
@@ -235,9 +242,13 @@ class Screens:
         }
         pairs: list[tuple[str, str]] = []
         for name, value, mg in form.fields:
-            if name in clicked_radio:
-                continue
+            if name in clicked_radio or (mg and self._ticked.get(mg) is False):
+                continue  # another choice of a radio group, or a box that was ticked and a click cleared
             pairs.append((name, self._typed.get(mg, value) if mg else value))
+        for mg, ticked in self._ticked.items():
+            e = self.page.elements[mg]
+            if ticked and "checked" not in e.attrs and e.form == button.form:
+                pairs.append((e.attrs.get("name", ""), e.attrs.get("value", "on")))
         pairs += list(clicked_radio.items())
         if button.attrs.get("name"):
             pairs.append((button.attrs["name"], button.attrs.get("value", "")))

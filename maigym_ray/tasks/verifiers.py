@@ -90,8 +90,9 @@ def _answer_ok(answer: str | None, any_of: list[str], numeric: bool) -> bool:
     if numeric:
         found = [_to_float(m) for m in _NUM.findall(answer)]
         return len(found) == 1 and any(abs(found[0] - float(a)) < 1e-6 for a in any_of)
+    # the same trim on both sides: an expected value may itself end in a quote ("First edition 'Dune'")
     norm = _norm(answer).strip(" .!\"'")
-    return any(norm == _norm(a) for a in any_of)
+    return any(norm == _norm(a).strip(" .!\"'") for a in any_of)
 
 
 #: The keys each check op takes (``numeric`` is optional); anything else is a malformed check.

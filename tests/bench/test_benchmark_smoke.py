@@ -38,13 +38,13 @@ SMOKE: dict[str, tuple[list[str], str, set[str]]] = {
     "env_ops_web": (["env_ops.py", "--backend", "web", "--quick"], "env_ops_web.json", set()),
     "env_ops_desktop": (["env_ops.py", "--backend", "desktop", "--quick"], "env_ops_desktop.json", set()),
     "synth": (["synth.py", "--quick", "--worlds", "1", "--concurrency", "2"], "synth.json", set()),
+    "synthesis": (["synthesis.py", "--quick", "--apps", "2"], "synthesis.json", set()),
     "soak": (
         ["soak.py", "--minutes", "0.15", "--chaos-every-s", "4", "--backend", "fake", "--batch", "4"],
         "soak.json",
         set(),
     ),
     "miniwob_scripted": (["miniwob_scripted.py", "--quick", "--instances", "1"], "", set()),
-    "synthesis": (["synthesis.py", "--quick", "--apps", "2"], "synthesis.json", set()),
 }
 
 #: Too heavy for every CI run on 2 cores (or needing what CI lacks): run with MAIGYM_BENCH_HEAVY=1.

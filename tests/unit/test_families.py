@@ -8,7 +8,7 @@ import pytest
 
 from maigym_ray.actions import parse_action
 from maigym_ray.apps.registry import APP_CLASSES, NOVEL_APPS
-from maigym_ray.errors import TaskError
+from maigym_ray.errors import ConfigError, TaskError
 from maigym_ray.runtime.pools import load_tasks
 from maigym_ray.runtime.schema import TasksConfig
 from maigym_ray.tasks.families import (
@@ -85,6 +85,12 @@ def test_the_pool_spec_loads_families_and_the_novel_split() -> None:
     assert "plants" in NOVEL_APPS
     with pytest.raises(TaskError, match="unknown task families"):
         family_names("mail-star,nope")
+
+
+def test_the_novel_apps_experiment_holds_out_exactly_the_novel_split() -> None:
+    # an RL-only family on a training app is not novel: the experiment refuses it
+    with pytest.raises(ConfigError, match="not on a novel app"):
+        load_tasks(TasksConfig(pool="families:mail-star", novel_families=["contacts-favorite"]))
 
 
 def test_per_name_ids_follow_the_name_and_cited_ids_are_in_the_instruction() -> None:

@@ -210,6 +210,13 @@ def test_text_answer_rejects(answer: str | None) -> None:
     assert run_verifier(spec, {}, answer).value == 0.0
 
 
+@pytest.mark.parametrize("answer", ["First edition 'Dune'", "first edition 'dune", "First edition 'Dune'."])
+def test_text_answer_whose_expected_value_ends_in_a_quote(answer: str) -> None:
+    spec = _spec({"op": "answer", "any_of": ["First edition 'Dune'"]})
+    assert run_verifier(spec, {}, answer).value == 1.0
+    assert run_verifier(spec, {}, "First edition").value == 0.0
+
+
 def test_answer_check_ignores_states() -> None:
     assert run_verifier(NUMERIC_89, {"whatever": {}}, "89").value == 1.0
 

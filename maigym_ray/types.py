@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 Platform = Literal["web", "mobile_web", "android", "desktop"]
 PLATFORMS: tuple[str, ...] = ("web", "mobile_web", "android", "desktop")
@@ -158,3 +158,25 @@ class TaskSpec:
     max_steps: int = 20
     tags: tuple[str, ...] = ()
     split: str = "train"
+
+
+class EnvHandle(Protocol):
+    """One leased environment instance: what ``run_episode`` and live task validation drive.
+    ``envs/lease.LeasedEnv`` is the one implementation over the EnvManager; tests pass in-process fakes.
+    Infrastructure failures raise :class:`~maigym_ray.errors.InfraError`; a broken task raises TaskError."""
+
+    async def reset(self, task: TaskSpec) -> Observation:
+        """Resets to ``task``'s initial state and returns the first observation."""
+        ...
+
+    async def step(self, action: str) -> StepResult:
+        """One action in the harness grammar; a refused action is an observation, not an exception."""
+        ...
+
+    async def evaluate(self) -> Reward:
+        """The task's verifier on the current state."""
+        ...
+
+    async def state(self) -> dict[str, Any]:
+        """Every app's state (JSON-able), for reset checks."""
+        ...

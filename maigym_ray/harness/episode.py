@@ -11,20 +11,11 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Protocol
 
 from maigym_ray.actions import parse_action
 from maigym_ray.errors import ContextOverflowError, InfraError, TaskError
 from maigym_ray.harness.policy import Decision, PolicyClient
-from maigym_ray.types import Action, Observation, Reward, StepResult, TaskSpec, Trajectory, Turn
-
-
-class EnvHandle(Protocol):
-    """One leased environment instance."""
-
-    async def reset(self, task: TaskSpec) -> Observation: ...
-    async def step(self, action: str) -> StepResult: ...
-    async def evaluate(self) -> Reward: ...
+from maigym_ray.types import Action, EnvHandle, Reward, TaskSpec, Trajectory, Turn
 
 
 def unscored(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import statistics
 import time
 from collections import Counter
 from dataclasses import asdict, replace
@@ -23,43 +24,14 @@ from tqdm import tqdm
 
 from maigym_ray.config import RayConfig, validate_manager_config
 from maigym_ray.durable import atomic_write_text
-from maigym_ray.errors import InfraError, TaskError
+from maigym_ray.envs.lease import LeasedEnv
+from maigym_ray.errors import InfraError
 from maigym_ray.runtime.schema import SynthConfig
 from maigym_ray.runtime.topology import TopologyConfig
 from maigym_ray.synth.generate import Rejection, generate, task_tag
 from maigym_ray.synth.validation import Verdict, validate_all
 from maigym_ray.tasks.pool import TaskPool
-from maigym_ray.types import Reward, StepResult, TaskSpec
-
-
-class ManagerEnv:
-    """One EnvManager lease as a :class:`~maigym_ray.synth.validation.LiveEnv`; Ray failures become InfraError."""
-
-    def __init__(self, manager: Any, lease: str) -> None:
-        self.manager = manager
-        self.lease = lease
-
-    async def _call(self, op: str, *args: Any) -> Any:
-        import ray
-
-        try:
-            return await getattr(self.manager, op).remote(self.lease, *args)
-        except (TaskError, InfraError):
-            raise
-        except ray.exceptions.RayError as exc:  # a dead actor, a lost object: infrastructure
-            raise InfraError(f"{op} on {self.lease}: {exc}") from exc
-
-    async def reset(self, task: TaskSpec) -> Any:
-        return await self._call("reset", task)
-
-    async def step(self, action: str) -> StepResult:
-        return await self._call("step", action)
-
-    async def evaluate(self) -> Reward:
-        return await self._call("evaluate")
-
-    async def state(self) -> dict[str, Any]:
-        return await self._call("state")
+from maigym_ray.types import TaskSpec
 
 
 async def validate_live(
@@ -74,14 +46,11 @@ async def validate_live(
     bar = tqdm(total=len(tasks), desc=desc, unit="task")
     ok = 0
 
-    async def lease() -> ManagerEnv:
-        (lid,) = await manager.request.remote(1, "web")
-        return ManagerEnv(manager, lid)
+    async def lease() -> LeasedEnv:
+        return await LeasedEnv.acquire(manager, "web")
 
-    async def release(env: ManagerEnv, broken: bool) -> None:
-        if broken:
-            await manager.report_failure.remote(env.lease, "infrastructure failure during validation")
-        await manager.release.remote(env.lease)
+    async def release(env: LeasedEnv, broken: bool) -> None:
+        await env.release(broken)
 
     def seen(v: Verdict) -> None:
         nonlocal ok
@@ -184,9 +153,10 @@ async def synthesize(cfg: SynthConfig, out_dir: Path, world_seeds: list[int] | N
         extra, errors = await _llm_assist(cfg, candidates, seeds)
         candidates += extra
         rejected += errors
-    metrics: dict[str, Any] = {}
+    steps: list[float] = []
     if cfg.validate and candidates:
-        verdicts, metrics = await validate_live(cfg, candidates)
+        verdicts, _ = await validate_live(cfg, candidates)
+        steps = [s for v in verdicts for s in v.step_seconds]
         by_id = {v.task_id: v for v in verdicts}
         valid = [t for t in candidates if by_id[t.id].ok]
         infra = [by_id[t.id] for t in candidates if by_id[t.id].reason == "infra_failure"]
@@ -218,7 +188,7 @@ async def synthesize(cfg: SynthConfig, out_dir: Path, world_seeds: list[int] | N
         "infra_failures": len(infra),
         "generate_s": t_gen,
         "seconds": seconds,
-        "validate_step_p50_s": metrics.get("latency", {}).get("step", {}).get("p50_s"),
+        "validate_step_p50_s": statistics.median(steps) if steps else None,
     }
     write_pool(out_dir, valid, rejected, report)
     with (out_dir / "infra_failures.jsonl").open("w") as f:  # not rejections: the task was never judged

@@ -10,8 +10,8 @@ For one task on one leased environment:
 A task file error (a bad seed) is ``bad_task``; a verifier that raises, or hangs and is killed by the
 jail, is ``verifier_error``. Infrastructure failures (a crashed browser, a dead actor, a
 timeout) are not verdicts on the task: :func:`validate_all` retries the task on a fresh lease and, if it still
-fails, reports it as ``infra_failure``, kept apart from the rejections. Plain Python over the :class:`LiveEnv`
-protocol; the caller (``cli/synth.py``) provides one backed by the Ray EnvManager.
+fails, reports it as ``infra_failure``, kept apart from the rejections. Plain Python over the
+:class:`~maigym_ray.types.EnvHandle` protocol; ``runtime/synthesis.py`` leases ``envs/lease.LeasedEnv``s.
 """
 
 from __future__ import annotations
@@ -22,30 +22,10 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from maigym_ray.errors import InfraError, TaskError
-from maigym_ray.types import Reward, StepResult, TaskSpec
-
-
-class LiveEnv(Protocol):
-    """One leased environment instance, as validation drives it."""
-
-    async def reset(self, task: TaskSpec) -> Any:
-        """Resets to ``task``."""
-        ...
-
-    async def step(self, action: str) -> StepResult:
-        """One action in the grammar."""
-        ...
-
-    async def evaluate(self) -> Reward:
-        """The task's verifier on the current state."""
-        ...
-
-    async def state(self) -> dict[str, Any]:
-        """Every app's state."""
-        ...
+from maigym_ray.types import EnvHandle, TaskSpec
 
 
 @dataclass(frozen=True)
@@ -57,6 +37,9 @@ class Verdict:
     reason: str = ""
     detail: str = ""
     seconds: float = 0.0
+    #: each golden action's round trip as the validator saw it (steps go straight to the instance's actor, so the
+    #: manager's latency metrics do not see them)
+    step_seconds: tuple[float, ...] = ()
 
 
 def state_hash(state: dict[str, Any]) -> str:
@@ -64,12 +47,14 @@ def state_hash(state: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(state, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-async def validate(env: LiveEnv, task: TaskSpec) -> Verdict:
+async def validate(env: EnvHandle, task: TaskSpec) -> Verdict:
     """Runs the four checks on ``env``. Raises :class:`InfraError` (and subclasses) for infrastructure failures."""
     t0 = time.perf_counter()
 
+    steps: list[float] = []
+
     def verdict(reason: str = "", detail: str = "") -> Verdict:
-        return Verdict(task.id, not reason, reason, detail, time.perf_counter() - t0)
+        return Verdict(task.id, not reason, reason, detail, time.perf_counter() - t0, tuple(steps))
 
     try:
         await env.reset(task)
@@ -83,7 +68,9 @@ async def validate(env: LiveEnv, task: TaskSpec) -> Verdict:
     if r0.success:
         return verdict("verifier_passes_initial_state", r0.reason)
     for i, act in enumerate(task.golden):
+        t_step = time.perf_counter()
         res = await env.step(act)
+        steps.append(time.perf_counter() - t_step)
         if res.observation.last_action_error:
             return verdict("golden_action_failed", f"action {i} {act}: {res.observation.last_action_error}")
     try:
@@ -100,8 +87,8 @@ async def validate(env: LiveEnv, task: TaskSpec) -> Verdict:
 
 async def validate_all(
     tasks: Sequence[TaskSpec],
-    lease: Callable[[], Awaitable[LiveEnv]],
-    release: Callable[[LiveEnv, bool], Awaitable[None]],
+    lease: Callable[[], Awaitable[EnvHandle]],
+    release: Callable[[EnvHandle, bool], Awaitable[None]],
     concurrency: int,
     retries: int = 1,
     on_verdict: Callable[[Verdict], None] | None = None,
@@ -118,7 +105,7 @@ async def validate_all(
     verdicts: list[Verdict | None] = [None] * len(tasks)
 
     async def worker() -> None:
-        env: LiveEnv | None = await lease()
+        env: EnvHandle | None = await lease()
         try:
             while True:
                 try:

@@ -107,37 +107,21 @@ async def test_fake_faults_hang_and_a_planted_fault_is_claimed_once(tmp_path):
     assert not await a.health()
 
 
-class _Env:
-    """An EnvHandle over an EnvActor in this process."""
-
-    def __init__(self, actor: EnvActor) -> None:
-        self.actor = actor
-
-    async def reset(self, task):
-        return await self.actor.reset(task)
-
-    async def step(self, action):
-        return await self.actor.step(action)
-
-    async def evaluate(self):
-        return await self.actor.evaluate()
-
-
 async def test_run_episode_records_a_raising_verifier_as_task_error_and_keeps_turns():
     actor = await started_actor()
     traj = await run_episode(
-        _Env(actor), fake_task(verifier={"name": "checks", "params": {"checks": []}}), GoldenPolicy()
+        actor, fake_task(verifier={"name": "checks", "params": {"checks": []}}), GoldenPolicy()
     )
     assert traj.outcome == "task_error" and traj.infra_failed and len(traj.turns) == 3
     assert traj.error.startswith("TaskError") and traj.reward.value == 0.0
-    ok = await run_episode(_Env(actor), fake_task(), GoldenPolicy())
+    ok = await run_episode(actor, fake_task(), GoldenPolicy())
     assert ok.outcome == "success"
 
 
 async def test_run_episode_records_a_backend_failure_as_infra_failed():
     actor = await started_actor()
     actor.backend.inject("act", "error")
-    traj = await run_episode(_Env(actor), fake_task(), GoldenPolicy())
+    traj = await run_episode(actor, fake_task(), GoldenPolicy())
     assert traj.outcome == "infra_failed" and traj.error.startswith("BackendError")
 
 

@@ -105,22 +105,6 @@ TASK = TaskSpec(
 )
 
 
-class _Env:
-    """An EnvHandle over an EnvActor in this process."""
-
-    def __init__(self, actor: EnvActor) -> None:
-        self.actor = actor
-
-    async def reset(self, task):
-        return await self.actor.reset(task)
-
-    async def step(self, action):
-        return await self.actor.step(action)
-
-    async def evaluate(self):
-        return await self.actor.evaluate()
-
-
 @pytest.fixture
 def throwaway_package(tmp_path, monkeypatch):
     """A package installed the way pip lays one out: its module and a dist-info whose entry_points.txt
@@ -148,7 +132,7 @@ async def test_a_package_adds_a_policy_kind_and_a_backend_kind_through_entry_poi
     actor = EnvActor()
     await actor.start("lamp-0", pool, [])
 
-    traj = await run_episode(_Env(actor), TASK, make_policy(PolicyConfig(kind="switch_on")))
+    traj = await run_episode(actor, TASK, make_policy(PolicyConfig(kind="switch_on")))
     await actor.close()
     assert traj.outcome == "success" and traj.reward.value == 1.0
     assert [t.action.name for t in traj.turns] == ["click", "terminate"]

@@ -10,10 +10,13 @@ echo "[test] set-up took ${SECONDS} s"
 if [ $# -gt 0 ]; then
   exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
 fi
-.venv/bin/python -m pytest -q -p no:cacheprovider -m "not multinode and not bench" --durations=25
+# Two pytest-xdist workers, one per core: a single process left a core idle a third of the time (tests wait on
+# subprocesses, Chromium and Ray start-up). Each file runs whole on one worker, and the files that train share
+# one worker in turn (HEAVY_FILES in tests/conftest.py), so no two trainings contend for the cores or memory.
+.venv/bin/python -m pytest -q -p no:cacheprovider -n 2 -m "not multinode and not bench" --durations=25
 # Every benchmark at its smallest size, its JSON keys checked (tests/bench/); each one's seconds in the log.
 echo "[test] benchmark smoke tier"
-.venv/bin/python -m pytest -q -p no:cacheprovider -m "bench and not multinode" --durations=0 -rs
+.venv/bin/python -m pytest -q -p no:cacheprovider -n 2 -m "bench and not multinode" --durations=0 -rs
 # A multi-node cluster replaces the test process's Ray connection (and the session's shared Ray actors with it):
 # those tests get a process of their own.
 echo "[test] multi-node tests (a loopback cluster of three nodes)"
@@ -25,5 +28,5 @@ for cap in default avx2 avx512; do
   [ "$cap" = "$native" ] && continue
   [ "$cap" = avx512 ] && ! grep -qw avx512f /proc/cpuinfo && continue
   echo "[test] tests marked numeric with ATEN_CPU_CAPABILITY=$cap (this CPU's own: $native)"
-  ATEN_CPU_CAPABILITY=$cap .venv/bin/python -m pytest -q -p no:cacheprovider -m numeric
+  ATEN_CPU_CAPABILITY=$cap .venv/bin/python -m pytest -q -p no:cacheprovider -n 2 -m numeric
 done

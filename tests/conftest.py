@@ -6,6 +6,34 @@ import pytest
 
 import maigym_ray  # noqa: F401  (loopback Ray settings before anything imports ray)
 
+# The files that train a model or serve one while another trains: two of them at once on 2 cores would each run at
+# half speed and double the memory peak, so under pytest-xdist they share one scope, and so one worker, in turn.
+HEAVY_FILES = frozenset(
+    {
+        "tests/e2e/test_train.py",
+        "tests/e2e/test_learning.py",
+        "tests/e2e/test_driver_guard.py",
+        "tests/engine/test_smollm2.py",
+    }
+)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Whole files to a worker (their module fixtures start Chromium, Ray actors or an engine once), the heavy
+    files all to one, and each benchmark smoke test on its own. xdist's own `xdist_group` mark cannot do this under pytest 9: xdist rewrites the item's
+    `_nodeid`, which pytest 9 no longer reads (docs/decisions.md)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            if path.startswith("tests/bench/"):  # each benchmark is a subprocess of its own: one test a scope
+                return nodeid
+            return "heavy" if path in HEAVY_FILES else path
+
+    return FileScheduling(config, log)
+
 
 @pytest.fixture(scope="session")
 def ray_local():

@@ -21,8 +21,8 @@ HEAVY_FILES = frozenset(
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """Whole files to a worker (their module fixtures start Chromium, Ray actors or an engine once), the heavy
-    files all to one, and each benchmark smoke test on its own. xdist's own `xdist_group` mark cannot do this under pytest 9: xdist rewrites the item's
-    `_nodeid`, which pytest 9 no longer reads (docs/decisions.md)."""
+    files all to one, and each benchmark smoke test on its own. xdist's own `xdist_group` mark cannot do this
+    under pytest 9: xdist rewrites the item's `_nodeid`, which pytest 9 no longer reads (docs/decisions.md)."""
     from xdist.scheduler import LoadScopeScheduling
 
     class FileScheduling(LoadScopeScheduling):

@@ -17,7 +17,8 @@ from maigym_ray.errors import ConfigError
 from maigym_ray.rl.strategies import TRAINER_STRATEGIES
 
 MODES = ("disaggregated", "colocated")
-SYNC_BACKENDS = ("gloo", "nccl")
+#: the weight sync's collective backends, each with the device its tensors must be on (weights/group.py).
+SYNC_BACKENDS = {"gloo": "cpu", "nccl": "cuda"}
 RENDEZVOUS = ("auto", "node_ip", "loopback")
 
 
@@ -190,7 +191,7 @@ def validate(
     """
     check_choice("topology.mode", topo.mode, MODES)
     strategy = TRAINER_STRATEGIES.load(topo.trainer.strategy)  # unknown: a ConfigError listing the registered
-    check_choice("topology.weight_sync.backend", topo.weight_sync.backend, SYNC_BACKENDS)
+    check_choice("topology.weight_sync.backend", topo.weight_sync.backend, tuple(SYNC_BACKENDS))
     check_choice("topology.weight_sync.rendezvous", topo.weight_sync.rendezvous, RENDEZVOUS)
     e, t = topo.engines, topo.trainer
     engines = engine_count(topo, num_engines) if num_engines else 0
@@ -220,11 +221,11 @@ def validate(
     if t.ranks < 1:
         raise ConfigError(f"topology.trainer.ranks={t.ranks}: must be >= 1")
     strategy.check(t, "topology.trainer")
-    gpu_sync = topo.weight_sync.backend == "nccl"
-    if gpu_sync and (t.gpus_per_rank == 0 or e.num_gpus == 0):  # NCCL moves CUDA tensors only
+    backend = topo.weight_sync.backend
+    if SYNC_BACKENDS[backend] == "cuda" and (t.gpus_per_rank == 0 or e.num_gpus == 0):
         raise ConfigError(
-            "topology.weight_sync.backend=nccl needs GPUs on the trainer and the engines "
-            f"(trainer.gpus_per_rank={t.gpus_per_rank:g}, engines.num_gpus={e.num_gpus:g}); use gloo"
+            f"topology.weight_sync.backend={backend} needs GPUs on the trainer and the engines, it moves CUDA "
+            f"tensors only (trainer.gpus_per_rank={t.gpus_per_rank:g}, engines.num_gpus={e.num_gpus:g}); use gloo"
         )
     if topo.mode == "colocated" and (t.gpus_per_rank == 0 or e.num_gpus == 0):
         raise ConfigError("topology.mode=colocated shares GPUs: both trainer and engines need num_gpus > 0")

@@ -1,7 +1,7 @@
 """Does RL learn? The main job's recipe over seeds, verifier-only RL on novel apps, and two toy ablations.
 
     python benchmarks/learning.py [--model tiny-text|smollm2-135m] [--seeds N] [--quick] [--json out.json]
-                                  [--only main,novel,ablations,modes] [--override KEY=VALUE ...]
+                                  [--only main,novel,miniwob,ablations,modes] [--override KEY=VALUE ...]
 
 ``--model`` picks the recipe (MODELS): ``tiny-text`` runs ``experiment=debug`` (and ``novel_apps``), the
 random-init tiny model; ``smollm2-135m`` runs ``experiment=smol`` (and ``novel_apps_smol``), the pretrained
@@ -15,6 +15,9 @@ its ``report.json``:
   instances of the task families (tasks/families.py), and the mean held-out steps;
 - novel: ``experiment=novel_apps``: SFT on the training apps' families only, then RL from verifier rewards
   alone on the novel app's training instances; held out: fresh instances on the novel app;
+- miniwob (models with a MiniWoB++ experiment): SFT on the scripted solutions of six MiniWoB++ tasks' training
+  seeds, then RL on them; per task, held-out success on unseen seeds before training, after SFT and after RL
+  (read from the run's stored eval trajectories), beside published figures where they exist (PUBLISHED);
 - ablations, seed 0, the same budget: window-wise against step-wise history (update time per round and final
   held-out success), adaptive against uniform task sampling (zero-variance share and final held-out success).
   The window/adaptive arm is the main run of seed 0.
@@ -52,9 +55,49 @@ REUSE = False
 
 #: per model: its main and novel-app experiments, and whether the trainer modes are measured on it
 MODELS: dict[str, dict[str, Any]] = {
-    "tiny-text": {"main": "experiment=debug", "novel": "experiment=novel_apps", "modes": False},
-    "smollm2-135m": {"main": "experiment=smol", "novel": "experiment=novel_apps_smol", "modes": True},
+    "tiny-text": {
+        "main": "experiment=debug",
+        "novel": "experiment=novel_apps",
+        "miniwob": "",  # the random-init tiny model scores 0 on MiniWoB++ (docs/experiments/2026-12-01-...)
+        "modes": False,
+    },
+    "smollm2-135m": {
+        "main": "experiment=smol",
+        "novel": "experiment=novel_apps_smol",
+        "miniwob": "experiment=miniwob_smol",
+        "modes": True,
+    },
 }
+
+#: Published per-task MiniWoB++ success of other agents on the tasks of experiment=miniwob_smol, by model, as
+#: printed in AutoWebGLM (Lai et al., KDD 2024, arXiv:2404.03648v2), Appendix E, Table 8 (docs/suites/miniwob.md).
+PUBLISHED: dict[str, dict[str, float]] = {
+    "AutoWebGLM-6B": dict.fromkeys(
+        ("click-button", "click-link", "click-dialog", "enter-text", "focus-text", "click-tab"), 1.0
+    ),
+    "HTML-T5-XL": dict.fromkeys(
+        ("click-button", "click-link", "click-dialog", "enter-text", "focus-text", "click-tab"), 1.0
+    ),
+    "WebN-T5-XL": {
+        "click-button": 1.0,
+        "click-link": 0.99,
+        "click-dialog": 1.0,
+        "enter-text": 0.89,
+        "focus-text": 1.0,
+        "click-tab": 0.57,
+    },
+    "GPT-4": {
+        "click-button": 0.67,
+        "click-link": 0.33,
+        "click-dialog": 0.33,
+        "enter-text": 0.67,
+        "focus-text": 0.0,
+        "click-tab": 0.0,
+    },
+}
+
+#: the held-out evals a training run stores (rl/driver.py), by the label the benchmark reports
+EVALS = {"before": "eval-before", "sft": "eval-sft", "rl": "eval-rl"}
 
 
 def train(overrides: list[str], out: Path, timeout: int = 3600) -> dict[str, Any]:
@@ -101,6 +144,24 @@ def _update_s(r: dict[str, Any]) -> float:
     return mean(x.get("update_s", 0.0) for x in h) if h else 0.0
 
 
+def per_task(run_dir: Path) -> dict[str, dict[str, float | None]]:
+    """Held-out success per MiniWoB++ task (``miniwob.<name>.<seed>``) in each stored eval of a run; an eval
+    with no scored episode of a task gives None (infra-failed episodes are not scored)."""
+    from maigym_ray.harness.trajectory_store import load_trajectories
+
+    out: dict[str, dict[str, float | None]] = {}
+    for label, name in EVALS.items():
+        wins: dict[str, list[float]] = {}
+        for t in load_trajectories(run_dir / "trajectories" / name):
+            task = t.task_id.split(".")[1] if t.task_id.count(".") == 2 else t.task_id
+            wins.setdefault(task, [])
+            if not t.infra_failed:
+                wins[task].append(float(t.reward.success))
+        for task, w in wins.items():
+            out.setdefault(task, {})[label] = mean(w) if w else None
+    return out
+
+
 def _short(r: dict[str, Any]) -> dict[str, Any]:
     keys = ("heldout_success_before", "heldout_success_sft", "heldout_success_rl")
     steps = ("heldout_mean_steps_sft", "heldout_mean_steps_rl")
@@ -114,7 +175,9 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json", default="")
     ap.add_argument(
-        "--only", default="main,novel,ablations,modes", help="comma list of main, novel, ablations, modes"
+        "--only",
+        default="main,novel,miniwob,ablations,modes",
+        help="comma list of main, novel, miniwob, ablations, modes",
     )
     ap.add_argument("--workdir", default="", help="where the runs go (default: a temp dir)")
     ap.add_argument("--reuse", action="store_true", help="read back runs already finished in --workdir")
@@ -136,7 +199,7 @@ def main() -> int:
         "seeds": 0,
         "quick": args.quick,
         "novel_apps": dict.fromkeys(("before", "after", "steps_before", "steps_after")),
-        # MiniWoB++ per task (before, SFT, RL): no part measures it yet, and the null says so
+        # MiniWoB++ per task (before, SFT, RL); null when the part is not run or the model has no such experiment
         "miniwob": None,
         "ablations": dict.fromkeys(
             (
@@ -177,6 +240,18 @@ def main() -> int:
             "reference": {"before": 0.258, "after": 0.452, "steps_before": 33.3, "steps_after": 16.4},
             "run": _short(r),
         }
+    if "miniwob" in parts and recipe["miniwob"]:
+        r = train([recipe["miniwob"], *extra], work / "miniwob")
+        tasks = per_task(work / "miniwob")
+        for name, row in tasks.items():
+            row["published"] = {m: v[name] for m, v in PUBLISHED.items() if name in v}
+        out["miniwob"] = {
+            "tasks": tasks,
+            "before": r["heldout_success_before"],
+            "sft": r["heldout_success_sft"],
+            "rl": r["heldout_success_rl"],
+            "run": _short(r),
+        }
     if "ablations" in parts:
         base = runs[0]
         step = train([main_exp, "policy.history.strategy=step", *extra], work / "step")
@@ -213,6 +288,12 @@ def main() -> int:
         n = out["novel_apps"]
         print(f"{'novel apps success before -> after':34s} {n['before']} -> {n['after']}")
         print(f"{'novel apps steps before -> after':34s} {n['steps_before']} -> {n['steps_after']}")
+    if out["miniwob"]:
+        print(f"{'miniwob task':34s} before / SFT / RL")
+        for name, row in sorted(out["miniwob"]["tasks"].items()):
+            print(f"{name:34s} {row.get('before')} / {row.get('sft')} / {row.get('rl')}")
+        m = out["miniwob"]
+        print(f"{'miniwob mean':34s} {m['before']} / {m['sft']} / {m['rl']}")
     for k, v in out["ablations"].items():
         if k != "runs":
             print(f"{k:34s} {v}")

@@ -203,6 +203,7 @@ def build_demo(cfg: PolicyConfig, engines: list[Any] | None) -> PolicyClient:
         lambda ids: tok.decode(ids, skip_special_tokens=True),
         (end,),
         cfg.history,
+        golden=SuiteGoldenPolicy(),  # a suite task without golden actions (MiniWoB++) uses its scripted solver
     )
 
 

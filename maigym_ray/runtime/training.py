@@ -4,6 +4,7 @@ the topology, and the driver actor that runs the job over them (rl/driver.py).""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from maigym_ray.errors import ConfigError
 from maigym_ray.rl.driver_config import JobConfig, TaskSplit
 from maigym_ray.rl.roles import Roles
 from maigym_ray.rollout import policy_kind
-from maigym_ray.runtime.pools import load_tasks, synthesis_stage
+from maigym_ray.runtime.pools import env_for_pool, load_tasks, synthesis_stage
 from maigym_ray.runtime.schema import TrainConfig
 
 
@@ -20,6 +21,7 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict[str, Any]:
     """Runs the training job of ``cfg`` in ``run_dir``; returns the report."""
     from maigym_ray.runtime.session import Session
 
+    cfg = replace(cfg, env=env_for_pool(cfg.env, cfg.tasks.pool))  # a suite's tasks run on its backend kind
     validate_manager_config(cfg.env)
     if not policy_kind(cfg.policy.kind).engines:
         raise ConfigError(

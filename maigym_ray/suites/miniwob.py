@@ -10,7 +10,9 @@ compute a reward; the ``page_reward`` verifier reads what the page reported. The
 its own time limit.
 
 A task of the pool is one (task name, seed) pair: ``miniwob.<name>.<seed>``. Pool specs:
-``miniwob:all``, ``miniwob:click-button,click-link``, and ``@N`` after either for seeds 0..N-1 (default 1).
+``miniwob:all``, ``miniwob:click-button,click-link``, and ``@N`` after either for seeds 0..N-1 (default 1), or
+``@N+H`` for training seeds 0..N-1 (split ``train``) and held-out seeds N..N+H-1 (split ``test``): a page draws
+its instruction and layout from its seed, so held-out seeds are screens training never saw.
 """
 
 from __future__ import annotations
@@ -112,7 +114,9 @@ def task_names() -> list[str]:
     return sorted(p.stem for p in html_dir().glob("*.html"))
 
 
-def miniwob_task(name: str, seed: int = 0, max_steps: int = DEFAULT_MAX_STEPS) -> TaskSpec:
+def miniwob_task(
+    name: str, seed: int = 0, max_steps: int = DEFAULT_MAX_STEPS, split: str = "train"
+) -> TaskSpec:
     """The TaskSpec of one MiniWoB++ task at one seed (the page gives the instruction once it runs)."""
     return TaskSpec(
         id=f"miniwob.{name}.{seed}",
@@ -123,6 +127,7 @@ def miniwob_task(name: str, seed: int = 0, max_steps: int = DEFAULT_MAX_STEPS) -
         verifier={"name": "page_reward", "params": {"suite": "miniwob"}},
         max_steps=max_steps,
         tags=("miniwob", name),
+        split=split,
     )
 
 
@@ -144,17 +149,21 @@ def manager_config(instances: int, screenshot: bool = True) -> EnvManagerConfig:
 
 
 def load_pool_spec(spec: str) -> list[TaskSpec]:
-    """The tasks of ``miniwob:<names>|all[@N]``; unknown names are a TaskError listing close ones."""
+    """The tasks of ``miniwob:<names>|all[@N[+H]]``; unknown names are a TaskError listing close ones."""
     if not spec.startswith("miniwob:"):
         raise ConfigError(f"not a MiniWoB++ pool spec: {spec!r} (expected miniwob:<names> or miniwob:all)")
     body = spec.split(":", 1)[1]
     names_part, _, seeds_part = body.partition("@")
+    train_part, plus, heldout_part = seeds_part.partition("+")
     try:
-        n_seeds = int(seeds_part) if seeds_part else 1
+        n_seeds = int(train_part) if train_part else 1
+        n_heldout = int(heldout_part) if plus else 0
     except ValueError:
-        raise ConfigError(f"{spec!r}: the part after @ must be a number of seeds") from None
-    if n_seeds < 1:
-        raise ConfigError(f"{spec!r}: need at least one seed")
+        raise ConfigError(
+            f"{spec!r}: after @ give a number of seeds, or N+H (training and held-out seeds)"
+        ) from None
+    if n_seeds < 1 or n_heldout < 0 or (plus and n_heldout < 1):
+        raise ConfigError(f"{spec!r}: need at least one training seed (and one held-out seed after +)")
     known = task_names()
     names = known if names_part == "all" else [n.strip() for n in names_part.split(",") if n.strip()]
     if not names:
@@ -163,7 +172,9 @@ def load_pool_spec(spec: str) -> list[TaskSpec]:
         if n not in known:
             near = [k for k in known if k.split("-")[0] == n.split("-")[0]][:6]
             raise TaskError(f"unknown MiniWoB++ task {n!r}" + (f"; similar: {near}" if near else ""))
-    return [miniwob_task(n, s) for n in names for s in range(n_seeds)]
+    return [miniwob_task(n, s) for n in names for s in range(n_seeds)] + [
+        miniwob_task(n, s, split="test") for n in names for s in range(n_seeds, n_seeds + n_heldout)
+    ]
 
 
 class SuitePage(Protocol):

@@ -35,6 +35,18 @@ def test_pool_specs_load_any_shipped_task():
         load_pool_spec("miniwob:click-button@x")
 
 
+def test_a_pool_spec_with_held_out_seeds_splits_them_off():
+    tasks = load_pool_spec("miniwob:click-button,enter-text@3+2")
+    train = [t.id for t in tasks if t.split == "train"]
+    test = [t.id for t in tasks if t.split == "test"]
+    assert train == [f"miniwob.{n}.{s}" for n in ("click-button", "enter-text") for s in range(3)]
+    assert test == [f"miniwob.{n}.{s}" for n in ("click-button", "enter-text") for s in (3, 4)]
+    assert {t.split for t in load_pool_spec("miniwob:click-button@3")} == {"train"}
+    for bad in ("miniwob:click-button@3+", "miniwob:click-button@3+0", "miniwob:click-button@0+2"):
+        with pytest.raises(ConfigError, match="seed"):
+            load_pool_spec(bad)
+
+
 def test_page_reward_is_the_pages_raw_reward_clipped():
     spec = {"name": "page_reward", "params": {"suite": "miniwob"}}
 

@@ -196,3 +196,50 @@ async def test_visible_ids_action_space_sends_each_screen_s_regex():
     free = Recording()
     await run_episode(CountingEnv(), TASK, ModelPolicy(free, builder, decode))
     assert free.regexes == ["", "", ""]
+
+
+class ReadingGolden:
+    """A scripted solver (as MiniWoB++'s): reads the button off the screen, answers at step 3."""
+
+    def __init__(self) -> None:
+        self.ended: list[str] = []
+
+    async def act(self, task: TaskSpec, observation: Observation, step: int, episode_id: str = "") -> str:
+        if step == 3:
+            return 'answer(text="42")'
+        return f'click(id="{observation.a11y[1:].split("]")[0]}")'
+
+    def end_episode(self, episode_id: str) -> None:
+        self.ended.append(episode_id)
+
+
+async def test_demonstrations_replay_a_golden_policy_that_reads_each_screen():
+    from maigym_ray.harness.demonstration import DemonstrationPolicy
+
+    golden = ReadingGolden()
+    demo = DemonstrationPolicy(
+        PromptBuilder(encode), encode, decode, tuple(encode("<|im_end|>")), golden=golden
+    )
+    traj = await run_episode(CountingEnv(), TASK, demo, episode_id="e1")
+    assert [t.action.to_text() for t in traj.turns] == [
+        'click(id="b0")',
+        'click(id="b1")',
+        'click(id="b2")',
+        'answer(text="42")',
+    ]
+    assert traj.reward.success
+    # the replayed reply is model tokens: the action text, closed by the end-of-turn ids
+    assert decode(list(traj.turns[0].response_ids)) == 'click(id="b0")'
+    assert golden.ended == ["e1"]
+
+
+async def test_demonstrations_default_to_the_tasks_golden_list():
+    from dataclasses import replace
+
+    from maigym_ray.harness.demonstration import DemonstrationPolicy
+
+    task = replace(TASK, golden=('click(id="b0")', 'answer(text="42")'))
+    demo = DemonstrationPolicy(PromptBuilder(encode), encode, decode, tuple(encode("<|im_end|>")))
+    traj = await run_episode(CountingEnv(), task, demo)
+    assert [t.action.to_text() for t in traj.turns] == list(task.golden)
+    assert traj.reward.success

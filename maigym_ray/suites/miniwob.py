@@ -172,8 +172,10 @@ def load_pool_spec(spec: str) -> list[TaskSpec]:
         if n not in known:
             near = [k for k in known if k.split("-")[0] == n.split("-")[0]][:6]
             raise TaskError(f"unknown MiniWoB++ task {n!r}" + (f"; similar: {near}" if near else ""))
-    return [miniwob_task(n, s) for n in names for s in range(n_seeds)] + [
-        miniwob_task(n, s, split="test") for n in names for s in range(n_seeds, n_seeds + n_heldout)
+    # Seed-major, as the task families' instances: the first K training tasks (driver.sft.tasks) cover every
+    # named task, so SFT can demonstrate a few seeds of each while RL samples all of them.
+    return [miniwob_task(n, s) for s in range(n_seeds) for n in names] + [
+        miniwob_task(n, s, split="test") for s in range(n_seeds, n_seeds + n_heldout) for n in names
     ]
 
 

@@ -46,7 +46,7 @@ def test_every_config_composes_and_validates(entry, backends, experiment):
     assert type(cfg) is ENTRY_POINTS[entry]
     if isinstance(cfg, TrainConfig):
         cfg.trainer.check()
-        assert cfg.policy.kind == "engine" and cfg.tasks.pool.startswith("families:")
+        assert cfg.policy.kind == "engine" and cfg.tasks.pool.startswith(("families:", "miniwob:"))
     assert isinstance(cfg.env, EnvManagerConfig)
     assert all(
         isinstance(p, PoolConfig) and isinstance(p.web, WebBackendConfig) for p in cfg.env.pools.values()

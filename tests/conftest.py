@@ -36,6 +36,28 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 @pytest.fixture(scope="session")
+def load_file():
+    """Imports a script of the repository that is not a package module (a benchmark, a launcher) by its path
+    relative to the repository root, e.g. ``load_file("benchmarks/soak.py")``; each file is loaded once."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    loaded: dict[str, object] = {}
+
+    def load(rel: str):
+        if rel not in loaded:
+            name = "script_" + rel.replace("/", "_").removesuffix(".py")
+            spec = importlib.util.spec_from_file_location(name, root / rel)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            loaded[rel] = mod
+        return loaded[rel]
+
+    return load
+
+
+@pytest.fixture(scope="session")
 def ray_local():
     """One loopback-only local Ray for the whole test session."""
     import ray

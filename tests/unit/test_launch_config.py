@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import importlib.util
 import shlex
 import sys
 from pathlib import Path
@@ -29,11 +28,8 @@ def cluster() -> dict:
 
 
 @pytest.fixture(scope="module")
-def submit():
-    spec = importlib.util.spec_from_file_location("launch_submit", ROOT / "launch" / "submit.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def submit(load_file):
+    return load_file("launch/submit.py")
 
 
 def test_cluster_yaml_has_the_launchers_required_keys(cluster):

@@ -4,7 +4,6 @@ No training runs: a run directory is faked with the trajectory store the driver 
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -14,15 +13,10 @@ from maigym_ray.types import Reward, Trajectory
 
 pytestmark = pytest.mark.unit
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
-def learning():
-    spec = importlib.util.spec_from_file_location("bench_learning", ROOT / "benchmarks" / "learning.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def learning(load_file):
+    return load_file("benchmarks/learning.py")
 
 
 def _traj(i: int, task: str, won: bool, infra: bool = False) -> Trajectory:

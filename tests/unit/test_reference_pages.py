@@ -3,7 +3,6 @@ change to the grammar, the verifiers, the App API or the task schema without reg
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -17,11 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def gen():
-    spec = importlib.util.spec_from_file_location("reference_pages", ROOT / "scripts" / "reference_pages.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def gen(load_file):
+    return load_file("scripts/reference_pages.py")
 
 
 def test_committed_pages_match_the_code(gen) -> None:

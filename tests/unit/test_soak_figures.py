@@ -5,22 +5,14 @@ No Ray is started: these are the pure functions that turn samples into the JSON'
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 pytestmark = pytest.mark.unit
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
-def soak():
-    spec = importlib.util.spec_from_file_location("bench_soak", ROOT / "benchmarks" / "soak.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def soak(load_file):
+    return load_file("benchmarks/soak.py")
 
 
 def test_slope_has_one_intercept_per_policy(soak) -> None:

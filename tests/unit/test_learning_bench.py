@@ -45,3 +45,15 @@ def test_per_task_success_comes_from_each_stored_eval(learning, tmp_path: Path) 
     assert got["click-tab"] == {"before": 0.0, "sft": 0.5, "rl": 1.0}
     # enter-text: no RL episode at all, so no RL figure (not a 0)
     assert got["enter-text"] == {"before": 0.0, "sft": 1.0}
+
+
+def test_published_figures_cover_every_task_of_the_miniwob_experiment(learning) -> None:
+    import yaml
+
+    pool = yaml.safe_load((learning.ROOT / "conf" / "experiment" / "miniwob_smol.yaml").read_text())["tasks"][
+        "pool"
+    ]
+    names = pool.split(":", 1)[1].split("@")[0].split(",")
+    for model, figures in learning.PUBLISHED.items():
+        assert set(figures) == set(names), model
+        assert all(0.0 <= v <= 1.0 for v in figures.values()), model

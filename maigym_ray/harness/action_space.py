@@ -35,6 +35,14 @@ def visible_ids(a11y: str) -> list[str]:
     return list(dict.fromkeys(_A11Y_ID.findall(a11y)))
 
 
+def element_lines(a11y: str) -> tuple[str, ...]:
+    """The lines of an accessibility text that list an element (``[id] role "name" value=...``), stripped.
+
+    They are what an agent can act on, with each element's state; the other lines are page text, which may
+    change by itself (a MiniWoB++ page's countdown) without any action."""
+    return tuple(line.strip() for line in a11y.splitlines() if _A11Y_ID.match(line))
+
+
 def action_regex(actions: Iterable[str], ids: Iterable[str]) -> str:
     """A regex for one reply: one of ``actions`` in its documented form, ``id`` arguments drawn from ``ids``.
 

@@ -42,6 +42,7 @@ from maigym_ray.rl.advantages import (
     step_penalized,
     zero_variance_share,
 )
+from maigym_ray.rl.credit import uncredited_steps
 from maigym_ray.rl.driver_config import (
     DriverConfig,
     GRPOConfig,
@@ -207,7 +208,7 @@ class Driver:
             if not bool(adv.abs().gt(0).any()):
                 continue  # no gradient at all
             for t, a in zip(trajs, adv.tolist(), strict=True):
-                seqs.extend(pack(t, self.policy.history, a))
+                seqs.extend(pack(t, self.policy.history, a, uncredited_steps(t, a, self.cfg.grpo.credit)))
 
         stats: dict[str, float] = {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "tokens": 0.0}
         if seqs:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from maigym_ray.config import EnvManagerConfig, PolicyConfig
 from maigym_ray.errors import ConfigError
+from maigym_ray.rl.credit import CREDITS
 from maigym_ray.rl.sampler import SamplerConfig
 from maigym_ray.rl.schedule import SCHEDULES
 from maigym_ray.rl.trainer import TrainerConfig
@@ -65,6 +66,9 @@ class GRPOConfig:
     #: normalisation (rl/advantages.py ``format_advantages``): it steers towards well-formed actions without
     #: outweighing the verifier. A group whose rewards are equal still trains when its malformed steps differ.
     invalid_action_penalty: float = 0.0
+    #: which steps share an episode's advantage: ``episode`` (all of them) or ``effective`` (a success's idle
+    #: steps, after which the screen's elements did not change, get no positive share; rl/credit.py).
+    credit: str = "episode"
     #: keep a frozen copy of the post-SFT policy as the KL reference (its KL is logged even at kl_coef 0).
     reference_model: bool = True
 
@@ -73,6 +77,8 @@ class GRPOConfig:
             raise ConfigError(f"grpo.step_penalty={self.step_penalty}: need >= 0")
         if self.invalid_action_penalty < 0:
             raise ConfigError(f"grpo.invalid_action_penalty={self.invalid_action_penalty}: need >= 0")
+        if self.credit not in CREDITS:
+            raise ConfigError(f"grpo.credit={self.credit!r}: choose one of {CREDITS}")
 
 
 @dataclass

@@ -43,8 +43,13 @@ def _sequence(prompt: tuple[int, ...], response: tuple[int, ...]) -> list[int]:
     return list(prompt) + list(response)
 
 
-def pack_window(traj: Trajectory, cfg: HistoryConfig, advantage: float) -> list[PackedSequence]:
-    """One sequence per history window of ``traj`` (which must come from window-wise history ``cfg``)."""
+def pack_window(
+    traj: Trajectory, cfg: HistoryConfig, advantage: float, skip: frozenset[int] = frozenset()
+) -> list[PackedSequence]:
+    """One sequence per history window of ``traj`` (which must come from window-wise history ``cfg``).
+
+    Steps in ``skip`` (``Turn.index``) stay in their window as context but carry no loss; a window whose
+    steps are all skipped gives no sequence."""
     turns = [u for u in traj.turns if u.response_ids]
     windows: dict[int, list[int]] = {}
     for i, u in enumerate(turns):
@@ -56,6 +61,7 @@ def pack_window(traj: Trajectory, cfg: HistoryConfig, advantage: float) -> list[
         mask = [0] * len(ids)
         old = [0.0] * len(ids)
         spans = []
+        trained = []
         for i in idx:
             u = turns[i]
             start, end = len(u.prompt_ids), len(u.prompt_ids) + len(u.response_ids)
@@ -64,11 +70,16 @@ def pack_window(traj: Trajectory, cfg: HistoryConfig, advantage: float) -> list[
                     f"step {u.index} of {traj.episode_id} is not a prefix of its window's sequence: "
                     "was the trajectory made with this window-wise history?"
                 )
+            if u.index in skip:
+                continue
+            trained.append(u.index)
             mask[start:end] = [1] * (end - start)
             if len(u.logprobs) == end - start:
                 old[start:end] = list(u.logprobs)
             if u.constraint:
                 spans.append((start, end, u.constraint))
+        if not trained:
+            continue
         out.append(
             PackedSequence(
                 tuple(ids),
@@ -76,18 +87,18 @@ def pack_window(traj: Trajectory, cfg: HistoryConfig, advantage: float) -> list[
                 tuple(old),
                 advantage,
                 traj.episode_id,
-                tuple(turns[i].index for i in idx),
+                tuple(trained),
                 tuple(spans),
             )
         )
     return out
 
 
-def pack_step(traj: Trajectory, advantage: float) -> list[PackedSequence]:
-    """One sequence per step: its prompt + response, the loss on the response."""
+def pack_step(traj: Trajectory, advantage: float, skip: frozenset[int] = frozenset()) -> list[PackedSequence]:
+    """One sequence per step not in ``skip``: its prompt + response, the loss on the response."""
     out = []
     for u in traj.turns:
-        if not u.response_ids:
+        if not u.response_ids or u.index in skip:
             continue
         n_prompt, n_resp = len(u.prompt_ids), len(u.response_ids)
         old = [0.0] * n_prompt + (list(u.logprobs) if len(u.logprobs) == n_resp else [0.0] * n_resp)
@@ -105,9 +116,13 @@ def pack_step(traj: Trajectory, advantage: float) -> list[PackedSequence]:
     return out
 
 
-def pack(traj: Trajectory, cfg: HistoryConfig, advantage: float) -> list[PackedSequence]:
-    """Packs ``traj`` the way its history strategy allows."""
-    return pack_window(traj, cfg, advantage) if cfg.strategy == "window" else pack_step(traj, advantage)
+def pack(
+    traj: Trajectory, cfg: HistoryConfig, advantage: float, skip: frozenset[int] = frozenset()
+) -> list[PackedSequence]:
+    """Packs ``traj`` the way its history strategy allows, with no loss on the steps in ``skip``."""
+    if cfg.strategy == "window":
+        return pack_window(traj, cfg, advantage, skip)
+    return pack_step(traj, advantage, skip)
 
 
 #: The fixed cost of one micro-batch's forward and backward, in tokens: what an extra micro-batch must save in

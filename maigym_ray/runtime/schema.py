@@ -167,8 +167,13 @@ class LLMSynthConfig:
 
 
 def _writer_policy() -> PolicyConfig:
-    # a spec is a page of JSON: the policy default's 64 tokens would cut every draft short
-    return PolicyConfig(kind="engine", sampling=SamplingConfig(temperature=0.7, max_tokens=2048))
+    # a spec is a page of JSON: the policy default's 64 tokens would cut every draft short, and 2,048 tokens
+    # take minutes on a loaded CPU, past the 120 s after which the router counts an engine as hung
+    return PolicyConfig(
+        kind="engine",
+        sampling=SamplingConfig(temperature=0.7, max_tokens=2048),
+        generate_timeout_s=1800.0,
+    )
 
 
 @dataclass
@@ -181,6 +186,8 @@ class SpecWriterConfig:
     descriptions: list[str] = field(default_factory=list)
     #: drafts asked for per description.
     attempts: int = 1
+    #: drafts asked for at once (an engine batches them).
+    concurrency: int = 4
     #: derived tasks per draft validated live (the kinds in turn); a draft with none valid is rejected.
     max_tasks: int = 8
     #: the model that writes: policy.kind engine (the vLLM engine actors this run starts, e.g.
@@ -190,6 +197,10 @@ class SpecWriterConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.attempts, int) or self.attempts < 1:
             raise ConfigError(f"spec_writer.attempts must be a whole number >= 1, got {self.attempts!r}")
+        if not isinstance(self.concurrency, int) or self.concurrency < 1:
+            raise ConfigError(
+                f"spec_writer.concurrency must be a whole number >= 1, got {self.concurrency!r}"
+            )
         if not isinstance(self.max_tasks, int) or self.max_tasks < 1:
             raise ConfigError(f"spec_writer.max_tasks must be a whole number >= 1, got {self.max_tasks!r}")
         bad = [d for d in self.descriptions if not isinstance(d, str) or not d.strip()]

@@ -59,7 +59,8 @@ async def write_specs(
 
     t0 = time.perf_counter()
     try:
-        writer = SpecWriter(text_client(sw.policy, engines), out_dir, set(APP_CLASSES), sw.max_tasks)
+        ask = text_client(sw.policy, engines)
+        writer = SpecWriter(ask, out_dir, set(APP_CLASSES), sw.max_tasks, sw.concurrency)
         _, report = await writer.run(sw.descriptions, sw.attempts, stop_engines_then_validate)
     finally:
         if session is not None:

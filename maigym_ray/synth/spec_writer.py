@@ -25,6 +25,7 @@ policy kinds); this module knows no engine and no Ray.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections import Counter
@@ -38,7 +39,7 @@ from maigym_ray.apps.spec import reach
 from maigym_ray.apps.spec.app import spec_app_class
 from maigym_ray.apps.spec.loader import BUILTIN_DIR, check_spec
 from maigym_ray.durable import atomic_write_text
-from maigym_ray.errors import AppError, SpecError, TaskError
+from maigym_ray.errors import SpecError
 from maigym_ray.synth.spec_suite import SpecTaskSizes, kind_of, single_app_tasks
 from maigym_ray.tasks.pool import TaskPool, task_from_dict
 from maigym_ray.types import TaskSpec
@@ -171,8 +172,11 @@ class SpecWriter:
     """Asks ``ask`` for drafts, checks them, writes the results under ``out_dir``. ``taken``: app names in use
     (a draft named like one is renamed, so a draft never replaces an existing app)."""
 
-    def __init__(self, ask: Ask, out_dir: Path, taken: set[str], max_tasks: int = 8) -> None:
+    def __init__(
+        self, ask: Ask, out_dir: Path, taken: set[str], max_tasks: int = 8, concurrency: int = 1
+    ) -> None:
         self.ask, self.out_dir, self.taken, self.max_tasks = ask, Path(out_dir), set(taken), max_tasks
+        self.sem = asyncio.Semaphore(max(1, concurrency))
         for sub in ("drafts", "candidates", "kept", "rejected"):
             (self.out_dir / sub).mkdir(parents=True, exist_ok=True)
 
@@ -184,8 +188,8 @@ class SpecWriter:
             raw = extract_json(reply)
             if not isinstance(raw, dict):
                 raise ValueError(f"the JSON is a {type(raw).__name__}, not an object")
-        except ValueError as exc:
-            return self._reject(rec, "json", "bad_json", str(exc))
+        except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested too deep to parse
+            return self._reject(rec, "json", "bad_json", f"{type(exc).__name__}: {exc}")
         try:
             spec = check_spec(raw, f"{rec.draft_id}.json")
         except SpecError as exc:
@@ -203,15 +207,15 @@ class SpecWriter:
             app = spec_app_class(spec, str(path))()
             missing = await reach.unreachable_in_process(app)
             state = app.state()
-        except (AppError, SpecError) as exc:
-            return self._reject(rec, "reach", "screen_error", str(exc))
+        except Exception as exc:  # the draft's app breaks the renderer: its rejection, never the run's end
+            return self._reject(rec, "reach", "screen_error", f"{type(exc).__name__}: {exc}")
         if missing:
             return self._reject(rec, "reach", "unreachable_action", ", ".join(missing))
         try:
             register_spec(path)  # derivation renders its screens (answers are read off them) by app name
             rows = _spread(single_app_tasks(spec, state, DRAFT_SIZES), self.max_tasks)
             tasks = [task_from_dict(t, t["id"]) for t in rows]
-        except (KeyError, TypeError, ValueError, TaskError) as exc:  # a derivation the draft breaks
+        except Exception as exc:  # a draft the derivation cannot read (named, so a bug of ours shows too)
             return self._reject(rec, "tasks", "no_tasks", f"derivation failed: {type(exc).__name__}: {exc}")
         if not tasks:
             return self._reject(rec, "tasks", "no_tasks", "no task derives from the spec")
@@ -230,7 +234,8 @@ class SpecWriter:
         """One attempt at description ``i``. Its attempts share an episode id (one engine, one warm prefix)."""
         rec = DraftRecord(f"d{i}-a{attempt}", description, attempt)
         try:
-            reply = await self.ask(build_prompt(description), f"spec-writer-d{i}")
+            async with self.sem:  # requests start in draft order (a scripted engine answers in that order)
+                reply = await self.ask(build_prompt(description), f"spec-writer-d{i}")
         except Exception as exc:  # any failure of the model's side costs this draft, never the run
             return self._reject(rec, "json", "llm_error", f"{type(exc).__name__}: {exc}")
         return await self.check(rec, reply)
@@ -238,9 +243,11 @@ class SpecWriter:
     async def run(
         self, descriptions: Sequence[str], attempts: int, validate: Validate
     ) -> tuple[list[DraftRecord], dict[str, Any]]:
-        """Every description ``attempts`` times, then one validation of every candidate's tasks; returns the
-        records and the report (also written to ``spec_writer_report.json``)."""
-        outs = [await self.draft(d, i, k) for i, d in enumerate(descriptions) for k in range(attempts)]
+        """Every description ``attempts`` times (``concurrency`` requests at once), then one validation of every
+        candidate's tasks; returns the records and the report (also written to ``spec_writer_report.json``)."""
+        outs = await asyncio.gather(
+            *(self.draft(d, i, k) for i, d in enumerate(descriptions) for k in range(attempts))
+        )
         cands = [o for o in outs if isinstance(o, _Candidate)]
         verdicts: dict[str, Any] = {}
         if cands:

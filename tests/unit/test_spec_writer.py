@@ -28,7 +28,7 @@ from maigym_ray.rollout import load_tokenizer, text_client
 from maigym_ray.runtime.schema import SpecWriterConfig, SynthConfig
 from maigym_ray.runtime.spec_writing import write_specs
 from maigym_ray.synth.screens import Screens
-from maigym_ray.synth.spec_writer import SpecWriter, build_prompt, extract_json, unique_name
+from maigym_ray.synth.spec_writer import DraftRecord, SpecWriter, build_prompt, extract_json, unique_name
 from maigym_ray.synth.validation import Verdict
 from maigym_ray.tasks.pool import TaskPool
 from maigym_ray.tasks.verifiers import run_verifier
@@ -38,44 +38,9 @@ from maigym_ray.types import TaskSpec
 pytestmark = pytest.mark.unit
 
 #: A small, sound spec: one entity, a list and a detail screen, a create and a toggle action.
-GOOD: dict[str, Any] = {
-    "spec_version": 1,
-    "name": "plantlog",
-    "title": "Plant log",
-    "entities": {
-        "plants": {
-            "label": "Plant",
-            "id_prefix": "p",
-            "title_field": "name",
-            "fields": {
-                "name": {"type": "string"},
-                "room": {"type": "enum", "values": ["kitchen", "hall"]},
-                "watered": {"type": "bool"},
-            },
-            "seed": {
-                "records": [
-                    {"name": "Fern", "room": "kitchen"},
-                    {"name": "Cactus", "room": "hall", "watered": True},
-                    {"name": "Ivy", "room": "hall"},
-                ]
-            },
-        }
-    },
-    "screens": [
-        {"id": "plants", "kind": "list", "entity": "plants", "title": "Plants", "columns": ["room"]},
-        {"id": "plant", "kind": "detail", "entity": "plants", "columns": ["room", "watered"]},
-    ],
-    "actions": [
-        {
-            "id": "new-plant",
-            "kind": "create",
-            "entity": "plants",
-            "label": "Add plant",
-            "fields": ["name", "room"],
-        },
-        {"id": "water", "kind": "toggle", "entity": "plants", "label": "Watered", "field": "watered"},
-    ],
-}
+GOOD: dict[str, Any] = json.loads(
+    (Path(__file__).parents[1] / "fixtures" / "specs" / "plantlog.json").read_text()
+)
 
 
 def schema_violation() -> dict[str, Any]:
@@ -235,3 +200,11 @@ def test_bad_settings_are_config_errors() -> None:
         SpecWriterConfig(["an app", "  "])
     with pytest.raises(ConfigError, match="no model to ask"):
         text_client(PolicyConfig(kind="golden"), None)
+
+
+def test_replies_that_are_not_a_spec_object_are_bad_json(tmp_path: Path) -> None:
+    writer = SpecWriter(lambda p, e: None, tmp_path, set())  # type: ignore[arg-type,return-value]
+    deep = '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}"  # too deep for any parser's stack
+    for i, reply in enumerate(['["a list", "not an object"]', deep]):
+        rec = asyncio.run(writer.check(DraftRecord(f"d{i}-a0", "x", 0), reply))
+        assert isinstance(rec, DraftRecord) and rec.reason == "bad_json", rec

@@ -11,12 +11,14 @@ with the drafts' spec files as the pool's apps, so every env actor registers the
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from maigym_ray.apps.registry import APP_CLASSES
+from maigym_ray.durable import atomic_write_text
 from maigym_ray.rollout import check_model_settings, policy_kind, text_client
 from maigym_ray.runtime.schema import SynthConfig
 from maigym_ray.runtime.synthesis import validate_live
@@ -68,6 +70,7 @@ async def write_specs(
     report["model"] = sw.policy.openai_model or sw.policy.engine.model
     report["policy_kind"] = sw.policy.kind
     report["seconds"] = round(time.perf_counter() - t0, 1)
+    atomic_write_text(out_dir / "spec_writer_report.json", json.dumps(report, indent=2))
     return report
 
 

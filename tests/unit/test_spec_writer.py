@@ -24,7 +24,7 @@ from maigym_ray.errors import ConfigError, TaskError
 from maigym_ray.generation import SamplingConfig
 from maigym_ray.policy.config import EngineConfig
 from maigym_ray.policy.engine import resolve_model
-from maigym_ray.rollout import load_tokenizer, text_client
+from maigym_ray.rollout import chat_format, load_tokenizer, text_client
 from maigym_ray.runtime.schema import SpecWriterConfig, SynthConfig
 from maigym_ray.runtime.spec_writing import write_specs
 from maigym_ray.synth.screens import Screens
@@ -208,3 +208,38 @@ def test_replies_that_are_not_a_spec_object_are_bad_json(tmp_path: Path) -> None
     for i, reply in enumerate(['["a list", "not an object"]', deep]):
         rec = asyncio.run(writer.check(DraftRecord(f"d{i}-a0", "x", 0), reply))
         assert isinstance(rec, DraftRecord) and rec.reason == "bad_json", rec
+
+
+async def test_the_openai_kind_writes_through_a_completions_server(tmp_path: Path) -> None:
+    from aiohttp import web
+
+    prompts: list[str] = []
+    tok = load_tokenizer(resolve_model("tiny-text"))
+
+    async def completions(request: web.Request) -> web.Response:
+        body = await request.json()
+        prompts.append(tok.decode(body["prompt"], skip_special_tokens=False))
+        return web.json_response({"choices": [{"text": json.dumps(GOOD)}]})
+
+    app = web.Application()
+    app.router.add_post("/v1/completions", completions)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        policy = PolicyConfig(
+            kind="openai",
+            engine=EngineConfig(model="tiny-text"),
+            openai_base_url=f"http://127.0.0.1:{port}/v1",
+        )
+        cfg = SynthConfig(spec_writer=SpecWriterConfig(["a house plant log"], 1, policy=policy))
+        report = await write_specs(cfg, tmp_path, validate=replay)
+    finally:
+        await runner.cleanup()
+    assert report["kept"] == 1 and report["policy_kind"] == "openai"
+    # one user turn in the model's chat format, the description last, the assistant's turn opened
+    prompt = prompts[0]
+    assert "a house plant log" in prompt and prompt.index("phonebook") < prompt.index("house plant")
+    assert prompt.endswith(chat_format(policy).assistant_open)

@@ -118,6 +118,9 @@ class PolicyKind:
     check: Callable[[PolicyConfig], None] | None = None
     #: the run starts ``policy.num_engines`` engine actors for it (and hands them to ``build``).
     engines: bool = False
+    #: ``client(cfg, engines) -> Engine``: the kind's model as a bare engine (token ids in, ids out), for callers
+    #: that want free text rather than actions (:func:`text_client`); None: the kind has no model to ask.
+    client: Callable[[PolicyConfig, list[Any] | None], Any] | None = None
 
 
 def _accept(name: str, obj: Any) -> PolicyKind:
@@ -165,30 +168,56 @@ def _model_policy(cfg: PolicyConfig, engine: Any, tok: Any, builder: PromptBuild
     )
 
 
-def build_engine(cfg: PolicyConfig, engines: list[Any] | None) -> PolicyClient:
-    """``engine``: the model on the run's vLLM engine actors, every request of an episode to one engine."""
+def engine_client(cfg: PolicyConfig, engines: list[Any] | None) -> Any:
+    """The run's vLLM engine actors behind one router (every request of an episode to one engine)."""
     from maigym_ray.policy.router import EngineRouter
 
     if not engines:
         raise ConfigError("policy.kind=engine needs engine actors")
-    tok, builder = _model_parts(cfg)
-    return _model_policy(
-        cfg, EngineRouter(engines, cfg.router, cfg.seed, cfg.generate_timeout_s), tok, builder
+    return EngineRouter(engines, cfg.router, cfg.seed, cfg.generate_timeout_s)
+
+
+def openai_client(cfg: PolicyConfig, engines: list[Any] | None) -> Any:
+    """Any OpenAI-compatible server, with the model's local tokenizer."""
+    from maigym_ray.policy.engine import resolve_model
+    from maigym_ray.policy.openai_client import OpenAIEngine
+
+    return OpenAIEngine(
+        cfg.openai_base_url,
+        cfg.openai_model or cfg.engine.model,
+        load_tokenizer(resolve_model(cfg.engine.model)),
+        api_key_from_env(cfg.openai_api_key_env),
     )
+
+
+def build_engine(cfg: PolicyConfig, engines: list[Any] | None) -> PolicyClient:
+    """``engine``: the model on the run's vLLM engine actors, every request of an episode to one engine."""
+    engine = engine_client(cfg, engines)
+    return _model_policy(cfg, engine, *_model_parts(cfg))
 
 
 def build_openai(cfg: PolicyConfig, engines: list[Any] | None) -> PolicyClient:
     """``openai``: any OpenAI-compatible server."""
-    from maigym_ray.policy.openai_client import OpenAIEngine
+    return _model_policy(cfg, openai_client(cfg, engines), *_model_parts(cfg))
 
-    tok, builder = _model_parts(cfg)
-    engine = OpenAIEngine(
-        cfg.openai_base_url,
-        cfg.openai_model or cfg.engine.model,
-        tok,
-        api_key_from_env(cfg.openai_api_key_env),
-    )
-    return _model_policy(cfg, engine, tok, builder)
+
+def text_client(cfg: PolicyConfig, engines: list[Any] | None) -> Callable[[str, str], Any]:
+    """``ask(text, episode_id) -> reply`` (a coroutine) over the model of ``cfg.kind`` (one with a registered
+    ``client``): ``text`` goes as one user turn in the model's chat format, ``cfg.sampling`` samples the reply,
+    decoded to text. Requests with one ``episode_id`` go to one engine (its prefix cache holds the prompt)."""
+    kind = policy_kind(cfg.kind)
+    if kind.client is None:
+        raise ConfigError(f"policy.kind={cfg.kind!r} has no model to ask for text (engine and openai have)")
+    engine = kind.client(cfg, engines)
+    tok, _ = _model_parts(cfg)
+    fmt = chat_format(cfg)
+
+    async def ask(text: str, episode_id: str) -> str:
+        ids = tok.encode(fmt.user.format(text=text) + fmt.assistant_open, add_special_tokens=False).ids
+        out = await engine.generate(ids, [], cfg.sampling, episode_id)
+        return str(tok.decode(list(out.response_ids), skip_special_tokens=True))
+
+    return ask
 
 
 def build_demo(cfg: PolicyConfig, engines: list[Any] | None) -> PolicyClient:
@@ -223,8 +252,8 @@ def check_openai(cfg: PolicyConfig) -> None:
 
 GOLDEN = PolicyKind(build=lambda cfg, engines: SuiteGoldenPolicy())
 RANDOM = PolicyKind(build=lambda cfg, engines: RandomPolicy(cfg.seed))
-ENGINE = PolicyKind(build=build_engine, check=check_engine, engines=True)
-OPENAI = PolicyKind(build=build_openai, check=check_openai)
+ENGINE = PolicyKind(build=build_engine, check=check_engine, engines=True, client=engine_client)
+OPENAI = PolicyKind(build=build_openai, check=check_openai, client=openai_client)
 DEMO = PolicyKind(build=build_demo, check=chat_format)
 
 

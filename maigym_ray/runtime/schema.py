@@ -12,6 +12,8 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from maigym_ray.config import EnvManagerConfig, PolicyConfig, RayConfig
+from maigym_ray.errors import ConfigError
+from maigym_ray.generation import SamplingConfig
 from maigym_ray.rl.driver_config import DriverConfig
 from maigym_ray.rl.sampler import SamplerConfig
 from maigym_ray.rl.trainer import TrainerConfig
@@ -164,6 +166,48 @@ class LLMSynthConfig:
     timeout_s: float = 60.0
 
 
+def _writer_policy() -> PolicyConfig:
+    # a spec is a page of JSON: the policy default's 64 tokens would cut every draft short, and 2,048 tokens
+    # take minutes on a loaded CPU, past the 120 s after which the router counts an engine as hung
+    return PolicyConfig(
+        kind="engine",
+        sampling=SamplingConfig(temperature=0.7, max_tokens=2048),
+        generate_timeout_s=1800.0,
+    )
+
+
+@dataclass
+class SpecWriterConfig:
+    """The LLM spec writer (synth/spec_writer.py): a model drafts app specs from one-line descriptions; a draft is
+    kept only through the schema, reachability, task-derivation and live-validation gates."""
+
+    #: one-line descriptions of the apps to draft ("a plant watering log"); [] = off: ``cli.synth`` then
+    #: synthesises a task pool as usual.
+    descriptions: list[str] = field(default_factory=list)
+    #: drafts asked for per description.
+    attempts: int = 1
+    #: drafts asked for at once (an engine batches them).
+    concurrency: int = 4
+    #: derived tasks per draft validated live (the kinds in turn); a draft with none valid is rejected.
+    max_tasks: int = 8
+    #: the model that writes: policy.kind engine (the vLLM engine actors this run starts, e.g.
+    #: ``policy.engine.model=smollm2-135m``) or openai (a server); ``policy.sampling`` bounds a draft's length.
+    policy: PolicyConfig = field(default_factory=_writer_policy)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.attempts, int) or self.attempts < 1:
+            raise ConfigError(f"spec_writer.attempts must be a whole number >= 1, got {self.attempts!r}")
+        if not isinstance(self.concurrency, int) or self.concurrency < 1:
+            raise ConfigError(
+                f"spec_writer.concurrency must be a whole number >= 1, got {self.concurrency!r}"
+            )
+        if not isinstance(self.max_tasks, int) or self.max_tasks < 1:
+            raise ConfigError(f"spec_writer.max_tasks must be a whole number >= 1, got {self.max_tasks!r}")
+        bad = [d for d in self.descriptions if not isinstance(d, str) or not d.strip()]
+        if bad:
+            raise ConfigError(f"spec_writer.descriptions: every description is a non-empty line, got {bad!r}")
+
+
 def _validation_env() -> EnvManagerConfig:
     # Validation only needs the state and the element ids: no screenshots (faster steps, less memory); two
     # resets per task would recycle instances every 25 tasks at the default, so recycle far less often.
@@ -185,6 +229,8 @@ class SynthConfig:
     #: the environments validation runs on (web pool, screenshots off).
     env: EnvManagerConfig = field(default_factory=_validation_env)
     llm: LLMSynthConfig = field(default_factory=LLMSynthConfig)
+    #: with descriptions set, ``cli.synth`` drafts app specs with a model instead of synthesising tasks.
+    spec_writer: SpecWriterConfig = field(default_factory=SpecWriterConfig)
     wandb: WandbConfig = field(default_factory=WandbConfig)
     #: how many worlds, and the seed of the first (world k has seed first_world + k).
     worlds: int = 50

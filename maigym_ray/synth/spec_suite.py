@@ -62,6 +62,22 @@ FULL = SpecTaskSizes(
 )
 
 
+def single_app_tasks(
+    spec: dict[str, Any], state: dict[str, Any], sizes: SpecTaskSizes
+) -> list[dict[str, Any]]:
+    """Task records of every single-app kind over one checked spec and its app's default ``state`` (the spec
+    need not be registered: the spec writer derives tasks from drafts this way)."""
+    return [
+        *single_action_tasks(spec, state, sizes.per_action),
+        *chain_tasks(spec, state, sizes.chains2, sizes.rng_seed, 2),
+        *chain_tasks(spec, state, sizes.chains3, sizes.rng_seed, 3),
+        *search_tasks(spec, state, sizes.search),
+        *create_then_tasks(spec, state, sizes.create_then),
+        *answer_tasks(spec, state, sizes.answers, sizes.answer_variants),
+        *count_tasks(spec, state),
+    ]
+
+
 def derive_spec_tasks(apps: Sequence[str], sizes: SpecTaskSizes) -> list[dict[str, Any]]:
     """Task records (TaskSpec JSON) of every kind over the spec apps ``apps`` (cross-app ones among them)."""
     specs, states = [], {}
@@ -74,14 +90,7 @@ def derive_spec_tasks(apps: Sequence[str], sizes: SpecTaskSizes) -> list[dict[st
         states[name] = cls().state()
     out: list[dict[str, Any]] = []
     for spec in specs:
-        st = states[spec["name"]]
-        out += single_action_tasks(spec, st, sizes.per_action)
-        out += chain_tasks(spec, st, sizes.chains2, sizes.rng_seed, 2)
-        out += chain_tasks(spec, st, sizes.chains3, sizes.rng_seed, 3)
-        out += search_tasks(spec, st, sizes.search)
-        out += create_then_tasks(spec, st, sizes.create_then)
-        out += answer_tasks(spec, st, sizes.answers, sizes.answer_variants)
-        out += count_tasks(spec, st)
+        out += single_app_tasks(spec, states[spec["name"]], sizes)
     if sizes.cross_app and len(specs) > 1:
         out += cross_app_tasks(specs, states, sizes.cross_app, sizes.rng_seed)
     dup = [k for k, n in Counter(t["id"] for t in out).items() if n > 1]

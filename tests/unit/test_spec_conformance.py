@@ -7,7 +7,6 @@ element ids of every reachable screen are the same after a reset as before.
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,12 +15,10 @@ import pytest
 
 from maigym_ray.apps.host import AppHost
 from maigym_ray.apps.registry import APP_CLASSES, SPEC_APPS
+from maigym_ray.apps.spec import reach
 from maigym_ray.apps.spec.app import holds, needs_form
 
 pytestmark = pytest.mark.unit
-
-_HREF = re.compile(r'href="([^"#]+)')
-_IDS = re.compile(r'data-mg-id="([^"]+)"')
 
 
 @pytest.fixture
@@ -35,20 +32,15 @@ async def host() -> AsyncIterator[AppHost]:
 
 
 async def crawl(client: aiohttp.ClientSession, h: AppHost, app: str) -> dict[str, list[str]]:
-    """Every screen of ``app`` reachable from its home screen by GET links: path -> its element ids."""
-    seen: dict[str, list[str]] = {}
-    todo = [f"/{app}/"]
-    while todo:
-        path = todo.pop()
-        if path in seen:
-            continue
+    """Every screen of ``app`` reachable from its home screen by GET links, fetched over HTTP: path -> its
+    element ids (the package's crawl, so the spec writer's reachability check is this one)."""
+
+    async def fetch(path: str) -> str:
         async with client.get(h.url + path) as resp:
             assert resp.status == 200, f"{path}: {resp.status}"
-            text = await resp.text()
-        seen[path] = _IDS.findall(text)
-        assert len(seen) < 400, f"{app}: the crawl does not end"
-        todo += [p for p in _HREF.findall(text) if p.startswith(f"/{app}/")]
-    return seen
+            return await resp.text()
+
+    return await reach.crawl(fetch, app)
 
 
 def valid_form(
@@ -82,9 +74,15 @@ async def test_spec_app_conformance(app: str, host: AppHost) -> None:
     spec = APP_CLASSES[app].SPEC
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as client:
         before = await crawl(client, host, app)
-        visible = {i for ids in before.values() for i in ids}
-        unreachable = [a["id"] for a in spec["actions"] if a["id"] not in visible]
+        unreachable = reach.unreachable_actions(spec, before)
         assert not unreachable, f"{app}: actions not reachable from the home screen: {unreachable}"
+        # the spec writer crawls in process (no server): it must see exactly the screens HTTP serves
+        local = APP_CLASSES[app]()
+
+        async def render(path: str) -> str:
+            return reach.render_get(local, path)
+
+        assert await reach.crawl(render, app) == before, f"{app}: the in-process crawl differs from HTTP's"
         h0 = host.apps[app].state_hash()
 
         for a in spec["actions"]:

@@ -23,6 +23,7 @@ from aiohttp import web
 from maigym_ray.config import LibvirtProviderConfig
 from maigym_ray.envs.desktop.libvirt_provider import LibvirtProvider, default_template_path
 from maigym_ray.errors import BackendError
+from maigym_ray.testing.loopback_http import loopback_http
 
 libvirt = pytest.importorskip("libvirt")
 
@@ -227,15 +228,8 @@ async def fake_agent():
             return web.Response(status=503)
         return web.json_response({"ok": True})
 
-    app = web.Application()
-    app.router.add_get("/health", health)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
-    yield port, state
-    await runner.cleanup()
+    async with loopback_http(web.get("/health", health)) as port:
+        yield port, state
 
 
 async def test_waits_for_the_agent(conn, tmp_path, fake_agent):

@@ -10,6 +10,7 @@ from aiohttp import web
 from maigym_ray.errors import ConfigError, InfraError
 from maigym_ray.generation import SamplingConfig
 from maigym_ray.policy.openai_client import OpenAIEngine
+from maigym_ray.testing.loopback_http import loopback_http
 
 pytestmark = pytest.mark.unit
 
@@ -38,15 +39,8 @@ async def server():
             }
         )
 
-    app = web.Application()
-    app.router.add_post("/v1/completions", completions)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
-    yield f"http://127.0.0.1:{port}/v1", seen
-    await runner.cleanup()
+    async with loopback_http(web.post("/v1/completions", completions)) as port:
+        yield f"http://127.0.0.1:{port}/v1", seen
 
 
 async def test_completion_with_token_prompt(server):

@@ -33,6 +33,7 @@ from maigym_ray.synth.validation import Verdict
 from maigym_ray.tasks.pool import TaskPool
 from maigym_ray.tasks.verifiers import run_verifier
 from maigym_ray.testing import ScriptedEngine
+from maigym_ray.testing.loopback_http import loopback_http
 from maigym_ray.types import TaskSpec
 
 pytestmark = pytest.mark.unit
@@ -221,23 +222,11 @@ async def test_the_openai_kind_writes_through_a_completions_server(tmp_path: Pat
         prompts.append(tok.decode(body["prompt"], skip_special_tokens=False))
         return web.json_response({"choices": [{"text": json.dumps(GOOD)}]})
 
-    app = web.Application()
-    app.router.add_post("/v1/completions", completions)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        policy = PolicyConfig(
-            kind="openai",
-            engine=EngineConfig(model="tiny-text"),
-            openai_base_url=f"http://127.0.0.1:{port}/v1",
-        )
+    async with loopback_http(web.post("/v1/completions", completions)) as port:
+        url = f"http://127.0.0.1:{port}/v1"
+        policy = PolicyConfig(kind="openai", engine=EngineConfig(model="tiny-text"), openai_base_url=url)
         cfg = SynthConfig(spec_writer=SpecWriterConfig(["a house plant log"], 1, policy=policy))
         report = await write_specs(cfg, tmp_path, validate=replay)
-    finally:
-        await runner.cleanup()
     assert report["kept"] == 1 and report["policy_kind"] == "openai"
     # one user turn in the model's chat format, the description last, the assistant's turn opened
     prompt = prompts[0]

@@ -19,6 +19,7 @@ from maigym_ray.synth.llm import EXAMPLE_TASK, LLMParaphraser, facts, keeps_fact
 from maigym_ray.synth.screens import Screens
 from maigym_ray.synth.validation import Verdict, state_hash, validate, validate_all
 from maigym_ray.tasks.verifiers import run_verifier
+from maigym_ray.testing.loopback_http import loopback_http
 from maigym_ray.types import Observation, Reward, StepResult, TaskSpec
 
 pytestmark = pytest.mark.unit
@@ -27,16 +28,8 @@ pytestmark = pytest.mark.unit
 @contextlib.asynccontextmanager
 async def chat_server(handler: Any) -> AsyncIterator[int]:
     """A local server speaking the OpenAI chat-completions protocol with ``handler``; yields its port."""
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    finally:
-        await runner.cleanup()
+    async with loopback_http(web.post("/v1/chat/completions", handler)) as port:
+        yield port
 
 
 class ScreensEnv:

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from maigym_ray.actions import parse_action
 from maigym_ray.apps.registry import APP_CLASSES
 from maigym_ray.apps.spec.loader import load_spec
 from maigym_ray.config import PolicyConfig
@@ -27,7 +26,6 @@ from maigym_ray.policy.engine import resolve_model
 from maigym_ray.rollout import chat_format, load_tokenizer, text_client
 from maigym_ray.runtime.schema import SpecWriterConfig, SynthConfig
 from maigym_ray.runtime.spec_writing import write_specs
-from maigym_ray.synth.screens import Screens
 from maigym_ray.synth.spec_writer import DraftRecord, SpecWriter, build_prompt, extract_json, unique_name
 from maigym_ray.synth.validation import Verdict
 from maigym_ray.tasks.pool import TaskPool
@@ -35,6 +33,7 @@ from maigym_ray.tasks.verifiers import run_verifier
 from maigym_ray.testing import ScriptedEngine
 from maigym_ray.testing.loopback_http import loopback_http
 from maigym_ray.types import TaskSpec
+from tests.unit.test_spec_task_kinds import play
 
 pytestmark = pytest.mark.unit
 
@@ -92,24 +91,20 @@ async def replay(tasks: list[TaskSpec], files: list[Path]) -> list[Verdict]:
     """Validation in process: the verifier fails on the initial state and passes after the golden solution."""
     out = []
     for t in tasks:
-        s = Screens(t.initial_state, t.apps)
-        s.open_app(t.start_app)
-        before, answer = s.state(), None
+        fields = {
+            "initial_state": t.initial_state,
+            "apps": t.apps,
+            "start_app": t.start_app,
+            "golden": t.golden,
+        }
         try:
-            for text in t.golden:
-                a = parse_action(text)
-                if a.name == "click":
-                    s.click(a.args["id"])
-                elif a.name == "type":
-                    s.type(a.args["id"], a.args["text"])
-                elif a.name == "answer":
-                    answer = a.args["text"]
+            before, after, answer = play(fields)
         except TaskError as exc:
             out.append(Verdict(t.id, False, "golden_action_failed", str(exc)))
             continue
         if run_verifier(t.verifier, before, None).success:
             out.append(Verdict(t.id, False, "verifier_passes_initial_state"))
-        elif not run_verifier(t.verifier, s.state(), answer).success:
+        elif not run_verifier(t.verifier, after, answer).success:
             out.append(Verdict(t.id, False, "golden_misses_goal"))
         else:
             out.append(Verdict(t.id, True))

@@ -112,7 +112,9 @@ def _traj(value: float) -> Any:
 @pytest.fixture
 def packed(monkeypatch: pytest.MonkeyPatch) -> None:
     n = iter(range(1000))
-    monkeypatch.setattr(driver_module, "pack", lambda t, h, a: [SimpleNamespace(episode_id=f"e{next(n)}")])
+    monkeypatch.setattr(
+        driver_module, "pack", lambda t, h, a, skip: [SimpleNamespace(episode_id=f"e{next(n)}")]
+    )
 
 
 def test_colocated_engines_sleep_through_the_train_step_and_wake_before_the_sync(tmp_path, packed):

@@ -4,6 +4,7 @@
   different lengths still carry no gradient; the task sampler sees the verifier's reward, not the shaped one.
 - ``driver.grpo.invalid_action_penalty``: an attempt with more malformed steps gets the lower advantage, by the
   penalty and never more (it is not scaled up by the group's std), also in a group whose attempts all fail.
+- ``driver.grpo.credit=effective``: a success's idle steps are packed with no loss; a failure's are not.
 
 The driver runs without Ray: rollouts, packing and the trainer are stand-ins."""
 
@@ -41,12 +42,17 @@ class _Trainer:
         return self._send()
 
 
-def _traj(success: bool, steps: int, invalid: int = 0) -> Any:
-    """An episode of ``steps`` steps whose first ``invalid`` actions did not parse (``action`` None)."""
+def _traj(success: bool, steps: int, invalid: int = 0, idle: int = 0) -> Any:
+    """An episode of ``steps`` steps whose first ``invalid`` actions did not parse (``action`` None) and whose
+    first ``idle`` steps left the screen's elements as they were."""
+    screens = ['[e1] button "Next"'] * (idle + 1) + [f'[e{i + 2}] button "Done"' for i in range(steps)]
     return SimpleNamespace(
         reward=SimpleNamespace(value=float(success), success=success),
         infra_failed=False,
-        turns=tuple(SimpleNamespace(action=None if i < invalid else object()) for i in range(steps)),
+        turns=tuple(
+            SimpleNamespace(index=i, a11y=screens[i], action=None if i < invalid else object())
+            for i in range(steps)
+        ),
     )
 
 
@@ -56,9 +62,15 @@ def _round(
     penalty: float,
     outcomes: list[tuple[bool, int]] | list[tuple[bool, int, int]],
     invalid_penalty: float = 0.0,
+    credit: str = "episode",
+    skips: list[frozenset[int]] | None = None,
 ):
     grpo = GRPOConfig(
-        groups_per_round=1, updates_per_round=1, step_penalty=penalty, invalid_action_penalty=invalid_penalty
+        groups_per_round=1,
+        updates_per_round=1,
+        step_penalty=penalty,
+        invalid_action_penalty=invalid_penalty,
+        credit=credit,
     )
     job = JobConfig(
         driver=DriverConfig(grpo=grpo),
@@ -77,8 +89,13 @@ def _round(
 
     d._rollouts = rollouts  # type: ignore[method-assign]
     advantages: list[float] = []
+    kept_skips = [] if skips is None else skips
     monkeypatch.setattr(
-        driver_module, "pack", lambda t, h, a: advantages.append(a) or [SimpleNamespace(episode_id=id(t))]
+        driver_module,
+        "pack",
+        lambda t, h, a, skip: (
+            advantages.append(a) or kept_skips.append(skip) or [SimpleNamespace(episode_id=id(t))]
+        ),
     )
     metrics = asyncio.run(d.grpo_round(0))
     return metrics, advantages, seen
@@ -125,3 +142,17 @@ def test_the_verifier_term_dominates_the_invalid_action_term(tmp_path, monkeypat
     _, advantages, _ = _round(tmp_path, monkeypatch, 0.0, outcomes, invalid_penalty=0.1)
     assert advantages[0] == pytest.approx(1.0 - 0.05, abs=1e-4)
     assert advantages[1] == pytest.approx(-1.0 + 0.05, abs=1e-4)
+
+
+def test_effective_credit_keeps_a_successes_idle_steps_out_of_the_loss_and_not_a_failures(
+    tmp_path, monkeypatch
+):
+    # a 3-step success whose first step changed nothing on screen, and a 2-step failure with an idle first step
+    outcomes = [(True, 3, 0, 1), (False, 2, 0, 1)]
+    skips: list[frozenset[int]] = []
+    _, advantages, _ = _round(tmp_path, monkeypatch, 0.0, outcomes, credit="effective", skips=skips)
+    assert advantages[0] > 0 > advantages[1]
+    assert skips == [frozenset({0}), frozenset()]  # the failure's idle step keeps its negative advantage
+    skips.clear()
+    _round(tmp_path, monkeypatch, 0.0, outcomes, skips=skips)
+    assert skips == [frozenset(), frozenset()]  # credit=episode: every step shares the advantage

@@ -133,7 +133,7 @@ WORKLOADS = {"screenshot": ("tiny-vl", "screenshot"), "a11y": ("tiny-text", "a11
 async def measure(manager, tasks, model: str, observation: str, concurrency: int) -> dict:
     """The four runs (window, step, 2 engines sticky, 2 engines random) of one workload, and its figures."""
     engine_cfg = EngineConfig(model=model, max_model_len=16384, cpu_kv_cache_gb=2)
-    env_vars = {"VLLM_CPU_KVCACHE_SPACE": str(engine_cfg.cpu_kv_cache_gb)}
+    env_vars = engine_cfg.process_env()
     engines = [
         ray.remote(EngineActor).options(num_cpus=0, runtime_env={"env_vars": env_vars}).remote(engine_cfg, i)
         for i in range(2)

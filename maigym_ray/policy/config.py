@@ -5,7 +5,16 @@ so the run's config (:mod:`maigym_ray.config`) composes it without importing the
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+from maigym_ray.errors import ConfigError
+
+#: ``VLLM_CPU_OMP_THREADS_BIND``'s forms: no pinning, vLLM's choice, or core lists ("0-3", "0,2", one per rank
+#: joined by "|").
+THREADS_BIND = re.compile(
+    r"nobind|auto|[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*(\|[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*)*"
+)
 
 
 @dataclass
@@ -23,6 +32,11 @@ class EngineConfig:
     block_size: int = 32
     #: KV-cache size in whole GiB on CPU (VLLM_CPU_KVCACHE_SPACE takes an integer).
     cpu_kv_cache_gb: int = 1
+    #: which cores vLLM's CPU worker pins its OpenMP threads to (``VLLM_CPU_OMP_THREADS_BIND``): "nobind" lets
+    #: the OS schedule them, "auto" is vLLM's own choice, or a core list such as "0-3". Not "auto" by default:
+    #: on a small machine vLLM picks one core and reserves the rest, and Ray runs its workers at niceness 15,
+    #: so any other busy process on that core starves the engine while the other cores idle.
+    cpu_threads_bind: str = "nobind"
     #: GPU memory fraction (GPU only).
     gpu_memory_utilization: float = 0.85
     #: GPUs one engine shards the model over (the run sets it from topology.engines.tensor_parallel_size).
@@ -38,8 +52,23 @@ class EngineConfig:
     #: engine seed.
     seed: int = 0
     #: weight dtype; "" = float32 for the tiny models (so the engine matches transformers exactly; vLLM
-    #: would downcast them to bfloat16) and "auto" for everything else.
+    #: would downcast them to bfloat16) and on a CPU without native bfloat16 (vLLM would emulate it, about 4x
+    #: slower), "auto" for everything else (``policy.engine.engine_dtype``).
     dtype: str = ""
     #: let the engine release its GPU memory while the trainer runs (colocated mode; the run sets it from
     #: topology.mode). vLLM's sleep mode needs a GPU: on CPU ``sleep``/``wake_up`` only gate the engine.
     sleep_mode: bool = False
+
+    def __post_init__(self) -> None:
+        if not THREADS_BIND.fullmatch(self.cpu_threads_bind):
+            raise ConfigError(
+                f"policy.engine.cpu_threads_bind={self.cpu_threads_bind!r}: choose nobind, auto or a core list "
+                "such as 0-3"
+            )
+
+    def process_env(self) -> dict[str, str]:
+        """The environment variables an engine's process must start with (vLLM reads them at import)."""
+        return {
+            "VLLM_CPU_KVCACHE_SPACE": str(self.cpu_kv_cache_gb),
+            "VLLM_CPU_OMP_THREADS_BIND": self.cpu_threads_bind,
+        }

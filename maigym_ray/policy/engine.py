@@ -93,6 +93,31 @@ def max_model_len(cfg: EngineConfig, model_dir: str) -> int:
     return cfg.max_model_len or allowed
 
 
+def native_bf16(cpuinfo: str | None = None) -> bool:
+    """Whether this CPU computes bfloat16 natively (AVX-512-BF16 or AMX-BF16 in ``/proc/cpuinfo``'s flags).
+    Without either, torch and vLLM emulate bfloat16 with float32 conversions around every op."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return False
+    flags = next(
+        (line.split(":", 1)[1].split() for line in cpuinfo.splitlines() if line.startswith("flags")), []
+    )
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def engine_dtype(cfg: EngineConfig, on_cpu: bool, cpuinfo: str | None = None) -> str:
+    """The dtype the engine serves ``cfg.model`` in: ``cfg.dtype`` when set; else float32 for the tiny models
+    (so the engine matches transformers exactly) and on a CPU without native bfloat16 (where vLLM's "auto"
+    would serve bfloat16 about 4x slower: 152 s against 36 s in docs/platform-notes.md); else "auto"."""
+    if cfg.dtype:
+        return cfg.dtype
+    if cfg.model.startswith("tiny-") or (on_cpu and not native_bf16(cpuinfo)):
+        return "float32"
+    return "auto"
+
+
 def downscale_png(png: bytes, longest_edge: int) -> Any:
     """PNG bytes -> an RGB PIL image whose longest edge is at most ``longest_edge`` (deterministic)."""
     from PIL import Image
@@ -124,7 +149,8 @@ class EngineActor:
         """Starts the engine (about 25 s on CPU); returns the model directory and the start time."""
         if self.engine is not None:
             return {"model": self.model_dir, "start_s": 0.0}
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(self.cfg.cpu_kv_cache_gb))
+        for key, value in self.cfg.process_env().items():  # for an actor started without the run's env
+            os.environ.setdefault(key, value)
         if os.environ.get("ATEN_CPU_CAPABILITY") == "default":
             # On torch's scalar kernel path, inductor's C++ for vLLM's compiled sampler op does not build
             # ("'at::vec' has not been declared"); that op runs eagerly instead (docs/testing.md).
@@ -149,7 +175,7 @@ class EngineActor:
             disable_log_stats=False,
             gpu_memory_utilization=self.cfg.gpu_memory_utilization,
             tensor_parallel_size=self.cfg.tensor_parallel_size,
-            dtype=self.cfg.dtype or ("float32" if self.cfg.model.startswith("tiny-") else "auto"),
+            dtype=engine_dtype(self.cfg, current_platform.is_cpu()),
             limit_mm_per_prompt={"image": self.cfg.max_images} if self._is_vl() else None,
             skip_mm_profiling=self._is_vl(),
             worker_extension_cls="maigym_ray.policy.weight_receiver.WeightReceiver",

@@ -97,7 +97,7 @@ class Session:
             tensor_parallel_size=self.topology.engines.tensor_parallel_size,
             sleep_mode=self.topology.mode == "colocated",  # engines sleep while the trainer runs
         )
-        env = {"VLLM_CPU_KVCACHE_SPACE": str(cfg.cpu_kv_cache_gb)}
+        env = cfg.process_env()
         for i in range(self.placement.engines):
             group = None
             if self.placement.needs_engine_group():

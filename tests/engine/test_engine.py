@@ -27,7 +27,7 @@ def start_engine(ray, model: str):
     cfg = EngineConfig(model=model, max_model_len=4096, cpu_kv_cache_gb=1, max_images=3)
     handle = (
         ray.remote(EngineActor)
-        .options(num_cpus=0, runtime_env={"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "1"}})
+        .options(num_cpus=0, runtime_env={"env_vars": cfg.process_env()})
         .remote(cfg, 0)
     )
     ray.get(handle.start.remote(), timeout=600)
@@ -66,6 +66,26 @@ def buckets_of(model) -> list:
         encode_bucket([n for n, _ in named[i : i + 8]], [t for _, t in named[i : i + 8]])
         for i in range(0, len(named), 8)
     ]
+
+
+def test_engine_processes_are_not_pinned_to_one_core(text_engine, ray_local):
+    """vLLM's CPU worker pins itself to one core under its own "auto" binding; Ray runs it at niceness 15, so one
+    busy process on that core starved it (CI hung on it). Every engine process may use every core the actor may."""
+    import os
+
+    import psutil
+
+    engine, cfg = text_engine
+    assert cfg.process_env()["VLLM_CPU_OMP_THREADS_BIND"] == "nobind"
+    pid, cores = ray_local.get(
+        engine.__ray_call__.remote(lambda self: (os.getpid(), sorted(os.sched_getaffinity(0))))
+    )
+    if len(cores) < 2:
+        pytest.skip("one core: nothing to pin to")
+    children = psutil.Process(pid).children(recursive=True)
+    assert any(c.name().startswith("VLLM") for c in children), [c.name() for c in children]
+    pinned = {c.name(): sorted(c.cpu_affinity()) for c in children if sorted(c.cpu_affinity()) != cores}
+    assert not pinned, (pinned, cores)
 
 
 async def test_generate_returns_ids_logprobs_and_cache_hits(text_engine):

@@ -26,7 +26,7 @@ def smol(ray_local):
     cfg = EngineConfig(model="smollm2-135m", dtype="float32", max_model_len=2048, cpu_kv_cache_gb=1)
     handle = (
         ray_local.remote(EngineActor)
-        .options(num_cpus=0, runtime_env={"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "1"}})
+        .options(num_cpus=0, runtime_env={"env_vars": cfg.process_env()})
         .remote(cfg, 0)
     )
     started = ray_local.get(handle.start.remote(), timeout=600)

@@ -34,7 +34,7 @@ import maigym_ray  # noqa: F401  (loopback Ray settings: must run before ray is 
 import psutil
 import ray
 
-from maigym_ray.config import DesktopBackendConfig, EnvManagerConfig, PoolConfig, WebBackendConfig
+from maigym_ray.config import EnvManagerConfig, PoolConfig
 from maigym_ray.envs.manager import EnvManager
 from maigym_ray.runtime.ray_init import init_ray
 from maigym_ray.tasks.pool import TaskPool
@@ -91,7 +91,7 @@ async def measure(mode: str, n: int, rounds: int, platform: str, backend: str = 
             max_size=n,
             recycle_after=0,
             # terminal: the built-in desktop tasks' goldens use it, and it is opt-in (as conf/backends/desktop.yaml)
-            desktop=DesktopBackendConfig(keep_browser=mode == "keep_browser", terminal=True),
+            options={"keep_browser": mode == "keep_browser", "terminal": True},
         )
     else:
         pool = PoolConfig(
@@ -99,7 +99,7 @@ async def measure(mode: str, n: int, rounds: int, platform: str, backend: str = 
             target_size=n,
             max_size=n,
             recycle_after=0,
-            web=WebBackendConfig(platform=platform, browser=mode),
+            options={"platform": platform, "browser": mode},
         )
     slow = {"start_timeout_s": 180.0, "reset_timeout_s": 60.0} if backend == "desktop" else {}
     cfg = EnvManagerConfig(pools={platform: pool}, health_interval_s=60, **slow)

@@ -60,7 +60,7 @@ import psutil
 import ray
 
 from maigym_ray.runtime.ray_init import init_ray
-from maigym_ray.config import EnvManagerConfig, PolicyConfig, PoolConfig, RayConfig, WebBackendConfig
+from maigym_ray.config import EnvManagerConfig, PolicyConfig, PoolConfig, RayConfig
 from maigym_ray.envs.manager import EnvManager, remote_class
 from maigym_ray.testing.drills import ROLLOUT_TASK
 from maigym_ray.rollout import outcome_counts, rollout_task, run_rollouts
@@ -334,7 +334,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
                     target_size=args.concurrency,
                     max_size=args.concurrency,  # a fixed pool: samples compare like with like
                     recycle_after=20,
-                    web=WebBackendConfig(browser="shared"),
+                    options={"browser": "shared"},
                 )
             },
             health_interval_s=1.0,

@@ -140,7 +140,7 @@ def run_peer(
 async def run_ours(args: argparse.Namespace, latency_episodes: int, tput_episodes: int) -> dict:
     names = args.tasks.split(",")
     cfg = manager_config(args.workers, screenshot=True)
-    cfg.pools["miniwob"].web.executable = args.chromium  # the binary both sides launch
+    cfg.pools["miniwob"].options["executable"] = args.chromium  # the binary both sides launch
     cfg.health_interval_s = 60.0  # no health probes inside the timings
     manager = ray.remote(EnvManager).options(**Placement(TopologyConfig()).env_manager()).remote(cfg)
     print(f"[vs_browsergym] ours: bring-up of {args.workers} instances", flush=True)

@@ -22,7 +22,6 @@ from maigym_ray.envs.config import (
     ShardingConfig,
     WebBackendConfig,
     check_choice,
-    validate_sharding,
 )
 from maigym_ray.envs.validation import validate_manager_config
 from maigym_ray.generation import SamplingConfig
@@ -93,5 +92,4 @@ __all__ = [
     "WebBackendConfig",
     "check_choice",
     "validate_manager_config",
-    "validate_sharding",
 ]

@@ -17,10 +17,11 @@ BROWSER_MODES = ("shared", "per_env")
 
 @dataclass
 class WebBackendConfig:
-    """Playwright + Chromium backend settings."""
+    """Playwright + Chromium backend settings: a ``web`` or ``miniwob`` pool's ``options``."""
 
-    #: "web" (desktop viewport, pointer) or "mobile_web" (phone viewport, touch emulation).
-    platform: str = "web"
+    #: "web" (desktop viewport, pointer) or "mobile_web" (phone viewport, touch emulation); "" = the pool's
+    #: platform (PoolConfig.platform), which it must match when given.
+    platform: str = ""
     #: viewport in CSS pixels; 0 means the platform default (1024x768 web, 390x844 mobile_web).
     width: int = 0
     height: int = 0
@@ -100,7 +101,8 @@ class LibvirtProviderConfig:
 
 @dataclass
 class DesktopBackendConfig:
-    """The desktop backend: a desktop (X display or VM) driven through the guest agent inside it."""
+    """The desktop backend: a desktop (X display or VM) driven through the guest agent inside it (a ``desktop``
+    or ``osworld`` pool's ``options``)."""
 
     #: "xvfb" (an X display on this node: tests and debugging) or "libvirt" (a VM with the agent in the guest).
     provider: str = "xvfb"
@@ -137,7 +139,8 @@ class DesktopBackendConfig:
 
 @dataclass
 class AndroidBackendConfig:
-    """ReDroid containers (docker SDK) driven over adb: see envs/backends/android.py."""
+    """ReDroid containers (docker SDK) driven over adb, an ``android`` pool's ``options``: see
+    envs/backends/android.py."""
 
     #: the ReDroid image (e.g. "redroid/redroid:13.0.0-latest"); tests use a local stand-in image.
     image: str = "redroid/redroid:13.0.0-latest"
@@ -240,14 +243,11 @@ class PoolConfig:
     #: environment variables of the env actor processes. Two malloc arenas keep each actor's heap compact:
     #: glibc's default of 8 per core mostly holds freed screenshot buffers.
     env_vars: dict[str, str] = field(default_factory=lambda: {"MALLOC_ARENA_MAX": "2"})
-    #: web backend settings (used when backend is "web" or "miniwob").
-    web: WebBackendConfig = field(default_factory=WebBackendConfig)
-    #: android backend settings (used when backend == "android").
-    android: AndroidBackendConfig = field(default_factory=AndroidBackendConfig)
-    #: desktop backend settings (used when backend is "desktop" or "osworld").
-    desktop: DesktopBackendConfig = field(default_factory=DesktopBackendConfig)
-    #: the settings of a backend kind that brings its own settings class (``BackendKind.options``, e.g. the
-    #: test fake's): read into that class when the pool is checked and built, so an unknown key is an error.
+    #: the settings of the pool's backend kind, read into that kind's own settings class when the pool is
+    #: checked and built (envs/registry.kind_options), so an unknown key or a wrong type is a ConfigError naming
+    #: its key path. The package's kinds: web and miniwob take WebBackendConfig, android AndroidBackendConfig,
+    #: desktop and osworld DesktopBackendConfig; a plug-in kind brings its own (``BackendKind.options``).
+    #: Empty: the kind's defaults.
     options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -295,15 +295,13 @@ class ShardingConfig:
     #: request fails as EnvUnavailableError.
     request_timeout_s: float = 120.0
 
-
-def validate_sharding(cfg: ShardingConfig) -> None:
-    """Checks a ShardingConfig, raising :class:`ConfigError` naming the field."""
-    if cfg.shards < 0:
-        raise ConfigError(f"sharding.shards={cfg.shards}: need >= 0 (0 = from instances_per_shard)")
-    if cfg.instances_per_shard < 1:
-        raise ConfigError(f"sharding.instances_per_shard={cfg.instances_per_shard}: need >= 1")
-    if not cfg.request_timeout_s > 0:
-        raise ConfigError(f"sharding.request_timeout_s={cfg.request_timeout_s}: need > 0")
+    def __post_init__(self) -> None:
+        if self.shards < 0:
+            raise ConfigError(f"sharding.shards={self.shards}: need >= 0 (0 = from instances_per_shard)")
+        if self.instances_per_shard < 1:
+            raise ConfigError(f"sharding.instances_per_shard={self.instances_per_shard}: need >= 1")
+        if not self.request_timeout_s > 0:
+            raise ConfigError(f"sharding.request_timeout_s={self.request_timeout_s}: need > 0")
 
 
 def check_choice(name: str, value: str, choices: tuple[str, ...] | list[str]) -> None:

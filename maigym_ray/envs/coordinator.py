@@ -25,14 +25,13 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 
-from maigym_ray.envs.config import PoolConfig, ShardingConfig, validate_sharding
+from maigym_ray.envs.config import PoolConfig, ShardingConfig
 from maigym_ray.envs.control import ActorState, ControlPlane, Instance, Waiter, WaitQueue
 from maigym_ray.errors import ConfigError, EnvUnavailableError
 
 
 def shard_count(pools: dict[str, PoolConfig], cfg: ShardingConfig) -> int:
     """The number of shards ``cfg`` asks for over ``pools``."""
-    validate_sharding(cfg)
     if cfg.shards:
         return cfg.shards
     return max(1, math.ceil(sum(p.max_size for p in pools.values()) / cfg.instances_per_shard))

@@ -28,7 +28,7 @@ from maigym_ray.envs.control import ControlPlane, Instance
 from maigym_ray.envs.group import RETIRE_AFTER, EnvGroup, GroupMember
 from maigym_ray.envs.metrics import LatencyHistogram
 from maigym_ray.envs.node_services import NodeServices
-from maigym_ray.envs.registry import backend_kind
+from maigym_ray.envs.registry import backend_kind, kind_options
 from maigym_ray.envs.validation import validate_manager_config
 from maigym_ray.errors import (
     BackendError,
@@ -135,14 +135,14 @@ class EnvManager:
         """The shared services (apps and, if shared, Chromium) of node ``node_id``, started on first use."""
         node = self._nodes.get(node_id)
         if node is None:
-            web = [p for p in self.cfg.pools.values() if backend_kind(p.backend).uses_browser]
+            web = [kind_options(p) for p in self.cfg.pools.values() if backend_kind(p.backend).uses_browser]
             node = (
                 remote_class(NodeServices)
                 .options(**self._node_options(node_id))
                 .remote(
                     self.cfg.app_bind,
-                    browser=any(p.web.browser == "shared" for p in web),
-                    chromium=next((p.web.executable for p in web), ""),
+                    browser=any(o.browser == "shared" for o in web),
+                    chromium=next((o.executable for o in web), ""),
                 )
             )
             self._nodes[node_id] = node

@@ -42,11 +42,13 @@ class BackendKind:
 
     #: ``(pool, apps, app_bind, node) -> Backend``.
     build: BackendBuilder
-    #: checks the pool settings this kind reads, ``check(pool, where)`` with ``where`` the pool's key path
-    #: (``env.pools.web``), raising ConfigError; None: it reads none beyond the pool's own.
-    check: Callable[[PoolConfig, str], None] | None = None
-    #: the kind drives pages of a Chromium browser, so its instances share the node's browser when
-    #: ``web.browser`` is "shared".
+    #: checks the pool's settings beyond their types, ``check(pool, options, where)`` with ``options`` the
+    #: pool's settings read into :attr:`options` and ``where`` the pool's key path (``env.pools.web``),
+    #: raising ConfigError; None: nothing beyond the types.
+    check: Callable[[PoolConfig, Any, str], None] | None = None
+    #: the kind drives pages of a Chromium browser, so its instances share the node's browser when its
+    #: settings say ``browser: shared``; such a kind's settings have ``browser`` and ``executable`` as
+    #: WebBackendConfig's do.
     uses_browser: bool = False
     #: the kind's own settings class (a dataclass), read from the pool's ``options``; None: it takes none.
     options: type | None = None
@@ -89,32 +91,38 @@ def check_backend(kind: str) -> None:
 
 
 def check_pool(pool: PoolConfig, where: str) -> None:
-    """Checks the settings ``pool``'s backend kind reads (its kind's check, its typed ``options``)."""
+    """Checks the settings ``pool``'s backend kind reads: its ``options``, read into the kind's settings class,
+    then the kind's own check of them."""
     kind = backend_kind(pool.backend)
-    kind_options(pool, where)
+    options = kind_options(pool, where)
     if kind.check is not None:
-        kind.check(pool, where)
+        kind.check(pool, options, where)
 
 
 def kind_options(pool: PoolConfig, where: str = "pool") -> Any:
-    """The pool's ``options`` read into its kind's settings class (None for a kind that takes none); an unknown
-    key is a ConfigError naming it and the kind's settings."""
+    """The pool's ``options`` read into its kind's settings class (None for a kind that takes none).
+
+    The read goes through OmegaConf's structured merge, so nested settings become their dataclasses and a value
+    of the wrong type is refused: an unknown key or a wrong type is a ConfigError naming its key path under
+    ``where``."""
     cls = backend_kind(pool.backend).options
     if cls is None:
         if pool.options:
             raise ConfigError(f"{where}.options: backend {pool.backend!r} takes no options")
         return None
-    names = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(set(pool.options) - set(names))
-    if unknown:
-        raise ConfigError(
-            f"{where}.options.{unknown[0]} is not a setting of backend {pool.backend!r}; "
-            f"its settings: {', '.join(names)}"
-        )
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
     try:
-        return cls(**pool.options)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{where}.options: {exc}") from exc
+        merged = OmegaConf.merge(OmegaConf.structured(cls), pool.options)
+        return OmegaConf.to_object(merged)
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", None) or ""
+        names = ", ".join(f.name for f in dataclasses.fields(cls))
+        reason = str(exc).splitlines()[0]
+        raise ConfigError(
+            f"{where}.options{'.' + key if key else ''}: {reason} (backend {pool.backend!r} takes: {names})"
+        ) from exc
 
 
 def build_backend(

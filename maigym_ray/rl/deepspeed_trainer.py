@@ -76,7 +76,6 @@ class DeepSpeedTrainer:
         self.cfg = cfg or TrainerConfig()
         #: rebuilds the token masks of replies sampled under a regex (see trainer.collate).
         self.grammar = grammar
-        self.cfg.check()
         if zero_stage not in (1, 2, 3):
             # coalesce_grad_reduction (see the module docstring) exists for ZeRO 1-3 only.
             raise ValueError(f"zero_stage {zero_stage}: choose 1, 2 or 3")

@@ -62,19 +62,23 @@ class TrainerConfig:
     #: AdamW keeps no state for them: the cheap mode for a pretrained model on CPUs.
     trainable_layers: int = 0
 
-    def check(self) -> None:
+    def __post_init__(self) -> None:
         """Raises ConfigError on a setting the trainers cannot run."""
         if self.autocast not in AUTOCAST:
             raise ConfigError(f"trainer.autocast={self.autocast!r}: choose one of {', '.join(AUTOCAST)}")
         if self.trainable_layers < 0:
             raise ConfigError(f"trainer.trainable_layers={self.trainable_layers}: need >= 0 (0 = all)")
         if self.aggregation not in ("token_mean", "seq_mean_token_mean"):
-            raise ConfigError(f"aggregation {self.aggregation!r}: choose token_mean or seq_mean_token_mean")
+            raise ConfigError(
+                f"trainer.aggregation={self.aggregation!r}: choose token_mean or seq_mean_token_mean"
+            )
         if self.old_logprobs not in OLD_LOGPROBS:
-            raise ConfigError(f"old_logprobs {self.old_logprobs!r}: choose one of {', '.join(OLD_LOGPROBS)}")
+            raise ConfigError(
+                f"trainer.old_logprobs={self.old_logprobs!r}: choose one of {', '.join(OLD_LOGPROBS)}"
+            )
         if self.token_budget <= 0 or self.micro_batch_overhead < 0:
             raise ConfigError(
-                f"token_budget {self.token_budget} must be > 0 and micro_batch_overhead "
+                f"trainer.token_budget={self.token_budget} must be > 0 and trainer.micro_batch_overhead="
                 f"{self.micro_batch_overhead} >= 0"
             )
 
@@ -335,7 +339,6 @@ class TorchTrainer:
         self.ref_model = ref_model
         #: rebuilds the token masks of replies sampled under a regex (a TokenGrammar; see collate).
         self.grammar = grammar
-        self.cfg.check()
         params = trainable_parameters(model, self.cfg.trainable_layers)
         self.opt = torch.optim.AdamW(params, lr=self.cfg.lr, weight_decay=0.0)
 

@@ -50,9 +50,12 @@ def env_for_pool(env: EnvManagerConfig, pool_spec: str) -> EnvManagerConfig:
 
 
 def _suite_pool(pool: PoolConfig, kind: str) -> PoolConfig:
+    # the suite's kind reads the same settings class as the pool's (web -> miniwob, desktop -> osworld)
     reset = SUITE_RESETS.get(kind)
-    web = replace(pool.web, reset=reset) if reset and pool.web.reset == "context" else pool.web
-    return replace(pool, backend=kind, web=web)
+    options = dict(pool.options)
+    if reset and options.get("reset", "context") == "context":
+        options["reset"] = reset
+    return replace(pool, backend=kind, options=options)
 
 
 def synthesis_stage(

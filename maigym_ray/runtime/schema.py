@@ -6,12 +6,20 @@ validate every YAML in ``conf/`` against them: an unknown key is an error, and s
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from maigym_ray.config import EnvManagerConfig, PolicyConfig, RayConfig
+from maigym_ray.config import (
+    AndroidBackendConfig,
+    DesktopBackendConfig,
+    EnvManagerConfig,
+    PolicyConfig,
+    RayConfig,
+    WebBackendConfig,
+)
 from maigym_ray.errors import ConfigError
 from maigym_ray.generation import SamplingConfig
 from maigym_ray.rl.driver_config import DriverConfig
@@ -213,8 +221,8 @@ def _validation_env() -> EnvManagerConfig:
     # resets per task would recycle instances every 25 tasks at the default, so recycle far less often.
     # Agent episodes keep the default reset (a fresh context), which also clears what a page stored.
     cfg = EnvManagerConfig()
-    cfg.pools["web"].web.screenshot = False
-    cfg.pools["web"].web.reset = "reload"  # the app state lives in the app server; no new renderer per reset
+    # reload: the app state lives in the app server; no new renderer per reset
+    cfg.pools["web"].options.update(screenshot=False, reset="reload")
     cfg.pools["web"].recycle_after = 1000
     return cfg
 
@@ -272,6 +280,15 @@ class DiagnoseConfig:
     output: str = ""
 
 
+#: The settings classes of the package's backend kinds, as Hydra group ``backend_options``: web (kinds web and
+#: miniwob), android, desktop (kinds desktop and osworld).
+BACKEND_OPTIONS: dict[str, type] = {
+    "web": WebBackendConfig,
+    "android": AndroidBackendConfig,
+    "desktop": DesktopBackendConfig,
+}
+
+
 def register() -> None:
     """Registers the schemas so ``conf/*.yaml`` can name them in their defaults lists."""
     # conf/*.yaml set hydra.run.dir to ``${maigym_run_dir:${output_dir},<Hydra's dated default>}``, so with
@@ -284,3 +301,10 @@ def register() -> None:
     cs.store(name="train_schema", node=TrainConfig)
     cs.store(name="synth_schema", node=SynthConfig)
     cs.store(name="diagnose_schema", node=DiagnoseConfig)
+    # the package's backend settings classes, which conf/backends/*.yaml put under each pool's ``options``
+    # (``- /backend_options@env.pools.NAME.options: web``): the pool's options then hold every setting of its
+    # kind, so ``env.pools.web.options.width=800`` overrides without a "+" and a typo is refused. They go in as
+    # plain mappings of the class's defaults: a typed node would become an instance of the class, not the
+    # mapping a pool's options are, and would silently drop a key forced in with "+" instead of refusing it.
+    for name, cls in BACKEND_OPTIONS.items():
+        cs.store(group="backend_options", name=name, node=dataclasses.asdict(cls()))

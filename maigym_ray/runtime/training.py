@@ -29,7 +29,6 @@ def train(cfg: TrainConfig, run_dir: Path) -> dict[str, Any]:
         )
     if cfg.tasks.split:
         raise ConfigError("tasks.split must be empty for training: set train_split / heldout_split instead")
-    cfg.trainer.check()
     from maigym_ray.rollout import check_model_settings
 
     check_model_settings(cfg.policy)  # the chat template and the context length, before anything starts

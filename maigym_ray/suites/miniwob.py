@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from maigym_ray.envs.backend import Backend
 from maigym_ray.envs.config import EnvManagerConfig, PoolConfig, WebBackendConfig
-from maigym_ray.envs.kinds import check_web
+from maigym_ray.envs.kinds import browser_page, check_web, web_options
 from maigym_ray.envs.registry import BackendKind
 from maigym_ray.errors import BackendError, ConfigError, TaskError
 from maigym_ray.types import Action, Element, Observation, TaskSpec
@@ -143,7 +143,7 @@ def manager_config(instances: int, screenshot: bool = True) -> EnvManagerConfig:
         max_size=instances,
         recycle_after=0,
         instances_per_actor=max(1, min(instances, GROUP_SIZE)),
-        web=WebBackendConfig(browser="shared", screenshot=screenshot, reset="restart", share_context=True),
+        options={"browser": "shared", "screenshot": screenshot, "reset": "restart", "share_context": True},
     )
     return EnvManagerConfig(pools={"miniwob": pool}, apps=["notes"])
 
@@ -290,23 +290,16 @@ class MiniwobBackend(Backend):
 def build_backend(
     pool: PoolConfig, apps: list[str], app_bind: str = "127.0.0.1", node: Any = None
 ) -> Backend:
-    """The ``miniwob`` backend kind's builder (this package's entry point, group ``maigym_ray.backends``): the pool's web settings, the
-    node's shared Chromium when it has one, else a Chromium of this process. It hosts no mocked apps."""
-    if pool.web.browser == "shared" and node is not None:
-        from maigym_ray.envs.remote import RemotePage
-
-        page: Any = RemotePage(node, share_context=pool.web.share_context)
-    else:
-        from maigym_ray.envs.backends.page import LocalPage
-
-        page = LocalPage(pool.web.executable)
-    return MiniwobBackend(pool.web, page)
+    """The ``miniwob`` backend kind's builder (this package's entry point, group ``maigym_ray.backends``): the
+    pool's web settings, the node's shared Chromium when it has one, else a Chromium of this process. It hosts
+    no mocked apps."""
+    options = web_options(pool)
+    return MiniwobBackend(options, browser_page(options, node))
 
 
-def check_pool(pool: PoolConfig, where: str) -> None:
+def check_pool(pool: PoolConfig, options: WebBackendConfig, where: str) -> None:
     """A miniwob pool's web settings: as a web pool's, and its pages may share a browser context."""
-    check_web(pool, where, share_context=True)
+    check_web(pool, options, where, share_context=True)
 
 
-#: The ``miniwob`` backend kind: MiniWoB++ pages in Chromium, with the pool's web settings.
-KIND = BackendKind(build=build_backend, check=check_pool, uses_browser=True)
+KIND = BackendKind(build=build_backend, check=check_pool, uses_browser=True, options=WebBackendConfig)

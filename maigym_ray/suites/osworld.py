@@ -43,10 +43,10 @@ from typing import Any
 
 from maigym_ray.envs.backend import Backend
 from maigym_ray.envs.backends.desktop import DesktopBackend
-from maigym_ray.envs.config import PoolConfig
+from maigym_ray.envs.config import DesktopBackendConfig, PoolConfig
 from maigym_ray.envs.desktop.provider import build_provider
 from maigym_ray.envs.kinds import apps_handle, check_desktop
-from maigym_ray.envs.registry import BackendKind
+from maigym_ray.envs.registry import BackendKind, kind_options
 from maigym_ray.errors import BackendError, ConfigError, TaskError
 from maigym_ray.tasks.osworld_metrics import build_osworld_verifier
 from maigym_ray.types import TaskSpec
@@ -338,8 +338,9 @@ def build_backend(
     pool: PoolConfig, apps: list[str], app_bind: str = "127.0.0.1", node: Any = None
 ) -> Backend:
     """The ``osworld`` backend kind's builder: the pool's desktop settings and provider."""
-    return OsworldBackend(pool.desktop, apps_handle(apps, app_bind, node), build_provider(pool.desktop))
+    options = kind_options(pool)
+    return OsworldBackend(options, apps_handle(apps, app_bind, node), build_provider(options))
 
 
 #: The ``osworld`` backend kind: OSWorld-format tasks on the desktop, with the pool's desktop settings.
-KIND = BackendKind(build=build_backend, check=check_desktop)
+KIND = BackendKind(build=build_backend, check=check_desktop, options=DesktopBackendConfig)

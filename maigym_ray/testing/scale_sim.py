@@ -51,15 +51,21 @@ class SimWorkload:
     kill_at: float = 0.5
     rebuild_after_s: float = 10.0
 
-
-def validate_workload(w: SimWorkload) -> None:
-    """Checks a SimWorkload, raising :class:`ConfigError` naming the field."""
-    if w.callers_per_instance <= 0 or w.episode_median_s <= 0 or w.request_timeout_s <= 0:
-        raise ConfigError("workload: callers_per_instance, episode_median_s, request_timeout_s must be > 0")
-    if w.duration_s < 0 or w.health_interval_s <= 0 or w.health_batch < 0 or w.rebuild_after_s < 0:
-        raise ConfigError("workload: need duration_s >= 0, health_interval_s > 0, health_batch >= 0")
-    if not 0.0 <= w.kill_at <= 1.0:
-        raise ConfigError(f"workload.kill_at={w.kill_at}: need a fraction in [0, 1]")
+    def __post_init__(self) -> None:
+        """Checks a SimWorkload, raising :class:`ConfigError` naming the field."""
+        if self.callers_per_instance <= 0 or self.episode_median_s <= 0 or self.request_timeout_s <= 0:
+            raise ConfigError(
+                "workload: callers_per_instance, episode_median_s, request_timeout_s must be > 0"
+            )
+        if (
+            self.duration_s < 0
+            or self.health_interval_s <= 0
+            or self.health_batch < 0
+            or self.rebuild_after_s < 0
+        ):
+            raise ConfigError("workload: need duration_s >= 0, health_interval_s > 0, health_batch >= 0")
+        if not 0.0 <= self.kill_at <= 1.0:
+            raise ConfigError(f"workload.kill_at={self.kill_at}: need a fraction in [0, 1]")
 
 
 @dataclass
@@ -99,7 +105,6 @@ class ScaleSim:
         workload: SimWorkload | None = None,
     ) -> None:
         self.work = workload or SimWorkload()
-        validate_workload(self.work)
         self.clock = SimClock()
         self.coord = Coordinator(pools, sharding, clock=self.clock)
         self.backend = SimBackend(self.clock, backend)

@@ -65,21 +65,20 @@ class SimBackendConfig:
     #: random seed (runs are reproducible).
     seed: int = 0
 
-
-def validate_sim_backend(cfg: SimBackendConfig) -> None:
-    """Checks a SimBackendConfig, raising :class:`ConfigError` naming the field."""
-    for name in ("failure_rate", "slow_rate", "health_failure_rate"):
-        if not 0.0 <= getattr(cfg, name) < 1.0:
-            raise ConfigError(f"sim.{name}={getattr(cfg, name)}: need 0 <= value < 1")
-    if cfg.slow_factor < 1.0:
-        raise ConfigError(f"sim.slow_factor={cfg.slow_factor}: need >= 1")
-    for name, p in cfg.platforms.items():
-        if p.reset_median_s <= 0 or p.sigma < 0:
-            raise ConfigError(f"sim.platforms.{name}: need reset_median_s > 0 and sigma >= 0")
-        if p.instances_per_host < 1 or p.bringups_per_host < 1:
-            raise ConfigError(
-                f"sim.platforms.{name}: need instances_per_host >= 1 and bringups_per_host >= 1"
-            )
+    def __post_init__(self) -> None:
+        """Checks a SimBackendConfig, raising :class:`ConfigError` naming the field."""
+        for name in ("failure_rate", "slow_rate", "health_failure_rate"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"sim.{name}={getattr(self, name)}: need 0 <= value < 1")
+        if self.slow_factor < 1.0:
+            raise ConfigError(f"sim.slow_factor={self.slow_factor}: need >= 1")
+        for name, p in self.platforms.items():
+            if p.reset_median_s <= 0 or p.sigma < 0:
+                raise ConfigError(f"sim.platforms.{name}: need reset_median_s > 0 and sigma >= 0")
+            if p.instances_per_host < 1 or p.bringups_per_host < 1:
+                raise ConfigError(
+                    f"sim.platforms.{name}: need instances_per_host >= 1 and bringups_per_host >= 1"
+                )
 
 
 class _Host:
@@ -109,7 +108,6 @@ class SimBackend:
 
     def __init__(self, clock: SimClock, cfg: SimBackendConfig | None = None) -> None:
         self.cfg = cfg or SimBackendConfig()
-        validate_sim_backend(self.cfg)
         self.clock = clock
         self.rng = random.Random(self.cfg.seed)
         self.actors: dict[str, SimActor] = {}

@@ -12,7 +12,7 @@ import socket
 import pytest
 
 from maigym_ray.apps.host import AppHost
-from maigym_ray.config import EnvManagerConfig, PolicyConfig, PoolConfig, WebBackendConfig
+from maigym_ray.config import EnvManagerConfig, PolicyConfig, PoolConfig
 from maigym_ray.errors import BackendError
 from maigym_ray.rollout import outcome_counts, run_rollouts
 from maigym_ray.tasks.pool import TaskPool
@@ -30,7 +30,7 @@ async def test_chromium_killed_under_a_batch(ray_local):
 
     pool = TaskPool.builtin()
     cfg = EnvManagerConfig(
-        pools={"web": PoolConfig(target_size=2, max_size=3, web=WebBackendConfig(browser="shared"))},
+        pools={"web": PoolConfig(target_size=2, max_size=3, options={"browser": "shared"})},
         health_interval_s=0.5,
         reset_timeout_s=20.0,
         step_timeout_s=10.0,
@@ -106,7 +106,7 @@ async def test_a_sigkilled_env_actor_leaves_no_namespace_or_page_behind(ray_loca
     from maigym_ray.envs.manager import EnvManager
 
     cfg = EnvManagerConfig(
-        pools={"web": PoolConfig(target_size=2, max_size=2, web=WebBackendConfig(browser="shared"))},
+        pools={"web": PoolConfig(target_size=2, max_size=2, options={"browser": "shared"})},
         health_interval_s=0.3,
     )
     m = ray_local.remote(EnvManager).options(num_cpus=0, max_concurrency=1000).remote(cfg, TaskPool.builtin())

@@ -19,6 +19,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -254,7 +255,7 @@ async def test_create_passes_redroid_settings_and_observes(android, dockerd, tmp
 
 
 async def test_steps_change_the_screen_through_the_env_actor(make_cfg, dockerd):
-    pool = PoolConfig(platform="android", backend="android", android=make_cfg())
+    pool = PoolConfig(platform="android", backend="android", options=asdict(make_cfg()))
     actor = EnvActor()
     await actor.start("a1", pool, ["mail"])
     try:

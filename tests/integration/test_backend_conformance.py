@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import asdict
 
 import pytest
 
 from maigym_ray.actions import parse_action
-from maigym_ray.config import DesktopBackendConfig, PoolConfig, WebBackendConfig
+from maigym_ray.config import DesktopBackendConfig, PoolConfig
 from maigym_ray.envs.actor import build_backend
 from maigym_ray.tasks.pool import TaskPool
 from maigym_ray.testing import fake_task
@@ -33,7 +34,7 @@ def _web(tmp_path) -> tuple[PoolConfig, TaskSpec]:
     if _missing("chromium"):
         pytest.skip("web: chromium is not installed")
     task = TaskPool.builtin().get("train-book-earliest")
-    return PoolConfig(backend="web", web=WebBackendConfig(browser="per_env")), task
+    return PoolConfig(backend="web", options={"browser": "per_env"}), task
 
 
 def _desktop(tmp_path) -> tuple[PoolConfig, TaskSpec]:
@@ -43,7 +44,7 @@ def _desktop(tmp_path) -> tuple[PoolConfig, TaskSpec]:
     (tmp_path / "home" / "Documents").mkdir(parents=True)
     cfg = DesktopBackendConfig(home_template=str(tmp_path / "home"))
     task = TaskPool.builtin().get("desktop-contacts-tom-phone-file")
-    return PoolConfig(platform="desktop", backend="desktop", desktop=cfg), task
+    return PoolConfig(platform="desktop", backend="desktop", options=asdict(cfg)), task
 
 
 def _android(tmp_path) -> tuple[PoolConfig, TaskSpec]:

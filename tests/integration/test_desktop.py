@@ -17,7 +17,7 @@ import time
 import psutil
 import pytest
 
-from maigym_ray.config import DesktopBackendConfig, EnvManagerConfig, PoolConfig
+from maigym_ray.config import EnvManagerConfig, PoolConfig
 from maigym_ray.errors import InfraError
 from maigym_ray.tasks.pool import TaskPool
 
@@ -47,7 +47,7 @@ def manager(ray_local, tmp_path_factory):
                 target_size=2,
                 max_size=3,
                 recycle_after=0,
-                desktop=DesktopBackendConfig(home_template=str(template), terminal=True),
+                options={"home_template": str(template), "terminal": True},
             )
         },
         health_interval_s=0.5,

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from maigym_ray.config import EnvManagerConfig, PoolConfig, WebBackendConfig
+from maigym_ray.config import EnvManagerConfig, PoolConfig
 from maigym_ray.errors import (
     ConfigError,
     EnvTimeoutError,
@@ -32,11 +32,7 @@ def manager(ray_local):
     from maigym_ray.envs.manager import EnvManager
 
     cfg = EnvManagerConfig(
-        pools={
-            "web": PoolConfig(
-                target_size=4, max_size=6, recycle_after=3, web=WebBackendConfig(browser="shared")
-            )
-        },
+        pools={"web": PoolConfig(target_size=4, max_size=6, recycle_after=3, options={"browser": "shared"})},
         health_interval_s=0.5,
     )
     m = ray_local.remote(EnvManager).options(num_cpus=0, max_concurrency=1000).remote(cfg, TaskPool.builtin())

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from maigym_ray.actions import parse_action
-from maigym_ray.config import DesktopBackendConfig, PoolConfig
+from maigym_ray.config import PoolConfig
 from maigym_ray.envs.registry import build_backend
 from maigym_ray.errors import TaskError
 from maigym_ray.suites.osworld import OsworldBackend, load_pool_spec, load_task
@@ -32,7 +32,7 @@ if _MISSING:
 async def test_fixtures_pass_under_golden_and_fail_untouched():
     tasks = load_pool_spec(f"osworld:{FIXTURES}")
     assert len(tasks) >= 4 and all(t.golden for t in tasks)
-    pool = PoolConfig(platform="desktop", backend="osworld", desktop=DesktopBackendConfig(screenshot=False))
+    pool = PoolConfig(platform="desktop", backend="osworld", options={"screenshot": False})
     backend = build_backend(pool, ["notes"])
     assert isinstance(backend, OsworldBackend)
     try:

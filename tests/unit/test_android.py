@@ -301,7 +301,7 @@ def test_android_pool_config_validates_and_builds():
     validate_manager_config(EnvManagerConfig(pools={"a": pool}))
     backend = build_backend(pool, ["mail"])
     assert isinstance(backend, AndroidBackend) and backend.platform == "android"
-    bad = PoolConfig(platform="android", backend="android", android=AndroidBackendConfig(reset="wipe"))
+    bad = PoolConfig(platform="android", backend="android", options={"reset": "wipe"})
     with pytest.raises(ConfigError, match="choose one of: recreate, pm_clear"):
         validate_manager_config(EnvManagerConfig(pools={"a": bad}))
     with pytest.raises(ConfigError, match="serves platform android"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,15 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
-from maigym_ray.config import EnvManagerConfig, PoolConfig, WebBackendConfig, validate_manager_config
+from maigym_ray.config import (
+    AndroidBackendConfig,
+    DesktopBackendConfig,
+    EnvManagerConfig,
+    LibvirtProviderConfig,
+    PoolConfig,
+    validate_manager_config,
+)
+from maigym_ray.envs.registry import BACKENDS, BackendKind, backend_kind, kind_options, register_backend
 from maigym_ray.errors import ConfigError
 from maigym_ray.runtime.schema import (
     CollectConfig,
@@ -45,12 +54,15 @@ def test_every_config_composes_and_validates(entry, backends, experiment):
     cfg = _compose(*overrides, name=entry)
     assert type(cfg) is ENTRY_POINTS[entry]
     if isinstance(cfg, TrainConfig):
-        cfg.trainer.check()
         assert cfg.policy.kind == "engine" and cfg.tasks.pool.startswith(("families:", "miniwob:"))
     assert isinstance(cfg.env, EnvManagerConfig)
-    assert all(
-        isinstance(p, PoolConfig) and isinstance(p.web, WebBackendConfig) for p in cfg.env.pools.values()
-    )
+    for name, pool in cfg.env.pools.items():  # each pool's options read into its kind's own settings class
+        assert isinstance(pool, PoolConfig)
+        cls = backend_kind(pool.backend).options
+        assert isinstance(kind_options(pool, name), cls)
+        if experiment is None:  # the pools of conf/backends/*.yaml have every setting (their kind's
+            # backend_options group), so any can be overridden without a "+"
+            assert set(pool.options) == {f.name for f in dataclasses.fields(cls)}
     validate_manager_config(cfg.env)
 
 
@@ -73,7 +85,7 @@ def test_synth_and_diagnose_configs_compose(entry, schema):
     assert type(cfg) is schema
     synth = cfg if isinstance(cfg, SynthConfig) else cfg.synth
     validate_manager_config(synth.env)
-    assert synth.env.pools["web"].web.screenshot is False  # validation needs no screenshots
+    assert kind_options(synth.env.pools["web"]).screenshot is False  # validation needs no screenshots
     with pytest.raises(Exception, match="not_a_field"):
         _compose("not_a_field=1", name=entry)
 
@@ -105,17 +117,79 @@ def test_unknown_app_lists_valid_apps():
 
 
 def test_platform_mismatch_and_sizes():
-    with pytest.raises(ConfigError, match=r"web\.platform"):
-        validate_manager_config(EnvManagerConfig(pools={"m": PoolConfig(platform="mobile_web")}))
+    with pytest.raises(ConfigError, match=r"options\.platform 'web' != platform 'mobile_web'"):
+        validate_manager_config(
+            EnvManagerConfig(pools={"m": PoolConfig(platform="mobile_web", options={"platform": "web"})})
+        )
     with pytest.raises(ConfigError, match="target_size"):
         validate_manager_config(EnvManagerConfig(pools={"w": PoolConfig(target_size=9, max_size=2)}))
     with pytest.raises(ConfigError, match="browser"):
-        validate_manager_config(EnvManagerConfig(pools={"w": PoolConfig(web=WebBackendConfig(browser="x"))}))
+        validate_manager_config(EnvManagerConfig(pools={"w": PoolConfig(options={"browser": "x"})}))
     with pytest.raises(ConfigError, match="instances_per_actor"):
         validate_manager_config(EnvManagerConfig(pools={"w": PoolConfig(instances_per_actor=0)}))
-    with pytest.raises(ConfigError, match=r"web\.reset"):
-        validate_manager_config(EnvManagerConfig(pools={"w": PoolConfig(web=WebBackendConfig(reset="x"))}))
-    validate_manager_config(EnvManagerConfig(pools={"w": PoolConfig(web=WebBackendConfig(reset="restart"))}))
+    with pytest.raises(ConfigError, match=r"env\.pools\.w\.options\.reset"):
+        validate_manager_config(EnvManagerConfig(pools={"w": PoolConfig(options={"reset": "x"})}))
+    validate_manager_config(EnvManagerConfig(pools={"w": PoolConfig(options={"reset": "restart"})}))
+
+
+def test_a_pools_options_are_its_kinds_typed_settings():
+    """One mechanism for every backend kind: the pool holds only its kind's settings, read into the kind's
+    class with nested settings typed, and a wrong key or type is a ConfigError naming its key path."""
+    desk = PoolConfig(platform="desktop", backend="desktop", options={"libvirt": {"memory_mb": 2048}})
+    options = kind_options(desk, "env.pools.desk")
+    assert isinstance(options, DesktopBackendConfig) and isinstance(options.libvirt, LibvirtProviderConfig)
+    assert options.libvirt.memory_mb == 2048 and options.provider == "xvfb"
+    assert isinstance(kind_options(PoolConfig(backend="android", platform="android")), AndroidBackendConfig)
+    with pytest.raises(ConfigError, match=r"env\.pools\.w\.options\.browsr: .*takes: platform, width"):
+        validate_manager_config(EnvManagerConfig(pools={"w": PoolConfig(options={"browsr": "shared"})}))
+    with pytest.raises(ConfigError, match=r"env\.pools\.w\.options\.width: .*could not be converted"):
+        validate_manager_config(EnvManagerConfig(pools={"w": PoolConfig(options={"width": "wide"})}))
+    with pytest.raises(ConfigError, match=r"env\.pools\.d\.options\.libvirt\.memory: "):
+        validate_manager_config(
+            EnvManagerConfig(
+                pools={"d": PoolConfig("desktop", "desktop", options={"libvirt": {"memory": 1}})}
+            )
+        )
+    # a web pool's settings are not a desktop's
+    with pytest.raises(ConfigError, match=r"options\.provider: .*backend 'web'"):
+        validate_manager_config(EnvManagerConfig(pools={"w": PoolConfig(options={"provider": "xvfb"})}))
+
+
+def test_a_plugin_kinds_check_gets_its_typed_settings():
+    @dataclasses.dataclass
+    class Lamp:
+        brightness: int = 1
+
+    seen = []
+
+    def check(pool, options, where):
+        seen.append((options, where))
+        if options.brightness > 9:
+            raise ConfigError(f"{where}.options.brightness={options.brightness}: need <= 9")
+
+    with BACKENDS.isolated():  # the registration stays in this test
+        register_backend("lamp", BackendKind(build=lambda *a: None, check=check, options=Lamp))
+        good = PoolConfig(backend="lamp", options={"brightness": 3})
+        validate_manager_config(EnvManagerConfig(pools={"l": good}))
+        assert seen == [(Lamp(brightness=3), "env.pools.l")]
+        with pytest.raises(ConfigError, match=r"env\.pools\.l\.options\.brightness=10"):
+            bad = PoolConfig(backend="lamp", options={"brightness": 10})
+            validate_manager_config(EnvManagerConfig(pools={"l": bad}))
+
+
+def test_a_pools_options_are_set_from_the_command_line():
+    cfg = _compose("backends=web", "env.pools.web.options.browser=per_env", "env.pools.web.options.width=800")
+    options = kind_options(cfg.env.pools["web"])
+    assert (options.browser, options.width, options.platform) == ("per_env", 800, "")
+    assert (
+        "per_env" == kind_options(_compose("env.pools.web.options.browser=per_env").env.pools["web"]).browser
+    )
+    # conf/backends/*.yaml put the kind's whole typed settings under options: a typo is refused at compose,
+    # and one forced in with "+" at validation
+    with pytest.raises(ConfigCompositionException, match=r"env\.pools\.web\.options\.brower"):
+        _compose("env.pools.web.options.brower=per_env")
+    with pytest.raises(ConfigError, match=r"env\.pools\.web\.options\.brower"):
+        validate_manager_config(_compose("+env.pools.web.options.brower=per_env").env)
 
 
 @pytest.mark.parametrize("entry", [*sorted(ENTRY_POINTS), "synth"])

@@ -15,7 +15,7 @@ from maigym_ray.envs.control import ActorState, ControlPlane
 from maigym_ray.envs.coordinator import Coordinator, shard_count, split_pools
 from maigym_ray.errors import ConfigError, LeaseError
 from maigym_ray.testing.scale_sim import ScaleSim, SimWorkload, fleet
-from maigym_ray.testing.sim_backend import SimBackendConfig, SimPlatformConfig, validate_sim_backend
+from maigym_ray.testing.sim_backend import SimBackendConfig, SimPlatformConfig
 
 pytestmark = pytest.mark.unit
 
@@ -337,22 +337,22 @@ def test_shards_split_pools_and_route_releases():
 
 
 @pytest.mark.parametrize(
-    ("cfg", "field"),
+    ("bad", "field"),
     [
-        (ShardingConfig(shards=-1), "shards"),
-        (ShardingConfig(instances_per_shard=0), "instances_per_shard"),
-        (ShardingConfig(request_timeout_s=0), "request_timeout_s"),
+        ({"shards": -1}, "shards"),
+        ({"instances_per_shard": 0}, "instances_per_shard"),
+        ({"request_timeout_s": 0}, "request_timeout_s"),
     ],
 )
-def test_bad_sharding_raises_config_error(cfg, field):
-    with pytest.raises(ConfigError, match=field):
-        shard_count({"web": PoolConfig()}, cfg)
+def test_bad_sharding_raises_config_error(bad, field):
+    with pytest.raises(ConfigError, match=rf"sharding\.{field}="):
+        ShardingConfig(**bad)
 
 
 def test_bad_sim_and_health_configs_raise_config_error():
     with pytest.raises(ConfigError, match="failure_rate"):
-        validate_sim_backend(SimBackendConfig(failure_rate=1.5))
+        SimBackendConfig(failure_rate=1.5)
     with pytest.raises(ConfigError, match="bringups_per_host"):
-        validate_sim_backend(SimBackendConfig(platforms={"web": SimPlatformConfig(bringups_per_host=0)}))
+        SimBackendConfig(platforms={"web": SimPlatformConfig(bringups_per_host=0)})
     with pytest.raises(ConfigError, match="health_batch"):
         validate_manager_config(EnvManagerConfig(apps=["notes"], health_batch=-1))

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from maigym_ray.config import EnvManagerConfig, PoolConfig, WebBackendConfig
+from maigym_ray.config import EnvManagerConfig, PoolConfig
+from maigym_ray.envs.registry import kind_options
 from maigym_ray.rollout import SuiteGoldenPolicy
 from maigym_ray.runtime.pools import env_for_pool
 from maigym_ray.suites.miniwob import miniwob_task
@@ -30,11 +31,15 @@ def test_suite_pool_spec_switches_matching_pools_only():
 
 def test_miniwob_pools_take_the_suites_own_reset_unless_set_to_reload():
     env = EnvManagerConfig(pools={"web": PoolConfig(target_size=2)})
-    assert env.pools["web"].web.reset == "context"
-    assert env_for_pool(env, "miniwob:click-button").pools["web"].web.reset == "restart"
-    assert env_for_pool(env, "builtin").pools["web"].web.reset == "context"
-    reload = EnvManagerConfig(pools={"web": PoolConfig(web=WebBackendConfig(reset="reload"))})
-    assert env_for_pool(reload, "miniwob:click-button").pools["web"].web.reset == "reload"
+
+    def reset(env: EnvManagerConfig) -> str:
+        return kind_options(env.pools["web"]).reset
+
+    assert reset(env) == "context"
+    assert reset(env_for_pool(env, "miniwob:click-button")) == "restart"
+    assert reset(env_for_pool(env, "builtin")) == "context"
+    reload = EnvManagerConfig(pools={"web": PoolConfig(options={"reset": "reload"})})
+    assert reset(env_for_pool(reload, "miniwob:click-button")) == "reload"
 
 
 async def test_golden_policy_plays_fixed_goldens_and_scripted_suites():

@@ -28,7 +28,7 @@ CHROMIUM_FLAGS: tuple[str, ...] = (
     "--disable-dev-shm-usage",
     # Pages of one browser context on one site share a renderer process. Env instances each have a context of
     # their own, which Chromium never shares a renderer across, so this only joins the pages of a group that
-    # shares a context (MiniWoB++ pools with web.share_context): one renderer instead of one each.
+    # shares a context (MiniWoB++ pools with options.share_context): one renderer instead of one each.
     "--process-per-site",
     # With the GPU off, compositing and screenshots are Skia's CPU raster; this only stops the GPU process from
     # also starting SwiftShader, a software GL for WebGL that no page here uses (about 18 MB per node).

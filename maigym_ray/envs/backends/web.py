@@ -73,8 +73,8 @@ class WebBackend(Backend):
 
     def __init__(self, cfg: WebBackendConfig, apps: AppsHandle, page: PageHandle) -> None:
         self.cfg = cfg
-        self.platform = cfg.platform
-        dw, dh = _DEFAULT_SIZE[cfg.platform]
+        self.platform = cfg.platform or "web"  # the builder gives the pool's; a bare config means web
+        dw, dh = _DEFAULT_SIZE[self.platform]
         self.width, self.height = cfg.width or dw, cfg.height or dh
         self.apps = apps
         self.page = page

@@ -11,6 +11,7 @@ composing a run's config imports neither the harness's logic nor the policy's (t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from maigym_ray.envs.config import (
     BROWSER_MODES,
@@ -35,7 +36,7 @@ class PolicyConfig:
 
     #: a registered policy kind (rollout.POLICIES, entry-point group maigym_ray.policies): "golden" (replays
     #: golden solutions), "random" (random clicks and typing), "engine" (vLLM engine actors started by the run),
-    #: "openai" (any OpenAI-compatible server), "demo" (golden solutions as token-in / token-out model turns:
+    #: "openai" (any OpenAI-compatible server, settings under ``options``), "demo" (golden solutions as token-in / token-out model turns:
     #: the SFT warm-up's samples), or a kind a package adds.
     kind: str = "golden"
     #: seed of the random policy.
@@ -54,12 +55,10 @@ class PolicyConfig:
     #: seconds one engine ``generate`` may take; past it the engine counts as hung (an infrastructure
     #: failure) and the router moves the episode to a live engine.
     generate_timeout_s: float = 120.0
-    #: kind "openai": the server's base URL (…/v1), model name and tokenizer directory ("" = engine.model).
-    openai_base_url: str = "http://127.0.0.1:8000/v1"
-    openai_model: str = ""
-    #: kind "openai": the NAME of the environment variable that holds the server's API key ("" = no key). The
-    #: key itself never goes into a config file, a log or a run directory.
-    openai_api_key_env: str = ""
+    #: the kind's own settings, read into its registered settings class (``PolicyKind.options``; kind "openai":
+    #: policy/config.OpenAIConfig's base_url, model, api_key_env). ``policy=openai`` (Hydra group) fills in
+    #: every setting with its default, so ``policy.options.base_url=...`` then needs no "+".
+    options: dict[str, Any] = field(default_factory=dict)
     #: the model's chat markup around system, user and assistant turns (model kinds: engine, openai, demo).
     chat: ChatConfig = field(default_factory=ChatConfig)
     #: the token that ends a model turn (kind "demo" closes every golden response with it).

@@ -19,6 +19,7 @@ An unknown name is a :class:`~maigym_ray.errors.ConfigError` that lists the regi
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import re
 import sys
@@ -190,3 +191,29 @@ class Registry(Mapping[str, T], Generic[T]):
             obj = import_spec(spec, f"{self.what} {name!r}") if isinstance(spec, str) else spec
             self._loaded[name] = self._accept(name, obj) if self._accept is not None else obj
         return self._loaded[name]
+
+
+def read_options(cls: type | None, options: Mapping[str, Any], where: str, owner: str) -> Any:
+    """A plug-in's ``options`` (a mapping from its config) read into its kind's settings dataclass ``cls``;
+    None when the kind takes none (``cls`` None and ``options`` empty).
+
+    The read goes through OmegaConf's structured merge, so nested settings become their dataclasses and a value
+    of the wrong type is refused. An unknown key, a wrong type, or options for a kind that takes none are a
+    ConfigError naming the key path under ``where`` (e.g. ``policy.options.base_url``) and what ``owner`` (e.g.
+    "policy kind 'openai'") takes."""
+    if cls is None:
+        if options:
+            raise ConfigError(f"{where}.options: {owner} takes no options")
+        return None
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), dict(options)))
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", None) or ""
+        names = ", ".join(f.name for f in dataclasses.fields(cls))
+        reason = str(exc).splitlines()[0]
+        raise ConfigError(
+            f"{where}.options{'.' + key if key else ''}: {reason} ({owner} takes: {names})"
+        ) from exc

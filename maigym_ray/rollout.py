@@ -23,7 +23,8 @@ from maigym_ray.harness.episode import run_episode, unscored
 from maigym_ray.harness.model_policy import ModelPolicy
 from maigym_ray.harness.policy import GoldenPolicy, PolicyClient, RandomPolicy
 from maigym_ray.harness.prompt import ChatFormat, PromptBuilder, build_chat_format
-from maigym_ray.plugins import Registry
+from maigym_ray.plugins import Registry, read_options
+from maigym_ray.policy.config import OpenAIConfig
 from maigym_ray.types import TaskSpec, Trajectory
 
 
@@ -82,7 +83,7 @@ def api_key_from_env(name: str) -> str:
 
     key = os.environ.get(name, "")
     if not key:
-        raise ConfigError(f"policy.openai_api_key_env={name!r}: that environment variable is not set")
+        raise ConfigError(f"policy.options.api_key_env={name!r}: that environment variable is not set")
     return key
 
 
@@ -90,6 +91,7 @@ def check_model_settings(cfg: PolicyConfig) -> None:
     """Fails fast (ConfigError), before any episode, on an unknown policy kind or the kind's bad settings (a
     model policy's chat format, context length or missing API key)."""
     kind = policy_kind(cfg.kind)
+    policy_options(cfg)
     if kind.check is not None:
         kind.check(cfg)
 
@@ -121,6 +123,9 @@ class PolicyKind:
     #: ``client(cfg, engines) -> Engine``: the kind's model as a bare engine (token ids in, ids out), for callers
     #: that want free text rather than actions (:func:`text_client`); None: the kind has no model to ask.
     client: Callable[[PolicyConfig, list[Any] | None], Any] | None = None
+    #: the kind's settings dataclass, which ``policy.options`` is read into (:func:`policy_options`); None: the
+    #: kind takes no options.
+    options: type | None = None
 
 
 def _accept(name: str, obj: Any) -> PolicyKind:
@@ -138,6 +143,12 @@ POLICIES: Registry[PolicyKind] = Registry("policies", "policy.kind", _accept)
 def policy_kind(kind: str) -> PolicyKind:
     """The registered policy kind; ConfigError listing the registered kinds when there is none."""
     return POLICIES.load(kind)
+
+
+def policy_options(cfg: PolicyConfig) -> Any:
+    """``cfg.options`` read into its kind's settings class (None for a kind that takes none); an unknown key or
+    a wrong type is a ConfigError naming its key path (``policy.options.KEY``)."""
+    return read_options(policy_kind(cfg.kind).options, cfg.options, "policy", f"policy kind {cfg.kind!r}")
 
 
 def make_policy(cfg: PolicyConfig, engines: list[Any] | None = None) -> PolicyClient:
@@ -182,11 +193,12 @@ def openai_client(cfg: PolicyConfig, engines: list[Any] | None) -> Any:
     from maigym_ray.policy.engine import resolve_model
     from maigym_ray.policy.openai_client import OpenAIEngine
 
+    opts = policy_options(cfg)
     return OpenAIEngine(
-        cfg.openai_base_url,
-        cfg.openai_model or cfg.engine.model,
+        opts.base_url,
+        opts.model or cfg.engine.model,
         load_tokenizer(resolve_model(cfg.engine.model)),
-        api_key_from_env(cfg.openai_api_key_env),
+        api_key_from_env(opts.api_key_env),
     )
 
 
@@ -247,13 +259,13 @@ def check_engine(cfg: PolicyConfig) -> None:
 def check_openai(cfg: PolicyConfig) -> None:
     """An OpenAI policy's chat format and API key."""
     chat_format(cfg)
-    api_key_from_env(cfg.openai_api_key_env)
+    api_key_from_env(policy_options(cfg).api_key_env)
 
 
 GOLDEN = PolicyKind(build=lambda cfg, engines: SuiteGoldenPolicy())
 RANDOM = PolicyKind(build=lambda cfg, engines: RandomPolicy(cfg.seed))
 ENGINE = PolicyKind(build=build_engine, check=check_engine, engines=True, client=engine_client)
-OPENAI = PolicyKind(build=build_openai, check=check_openai, client=openai_client)
+OPENAI = PolicyKind(build=build_openai, check=check_openai, client=openai_client, options=OpenAIConfig)
 DEMO = PolicyKind(build=build_demo, check=chat_format)
 
 

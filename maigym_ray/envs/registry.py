@@ -20,13 +20,12 @@ The EnvActor only ever calls :func:`build_backend`; there is no per-kind branch 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from maigym_ray.errors import ConfigError
-from maigym_ray.plugins import Registry, import_spec
+from maigym_ray.plugins import Registry, import_spec, read_options
 
 if TYPE_CHECKING:
     from maigym_ray.envs.backend import Backend
@@ -105,24 +104,7 @@ def kind_options(pool: PoolConfig, where: str = "pool") -> Any:
     The read goes through OmegaConf's structured merge, so nested settings become their dataclasses and a value
     of the wrong type is refused: an unknown key or a wrong type is a ConfigError naming its key path under
     ``where``."""
-    cls = backend_kind(pool.backend).options
-    if cls is None:
-        if pool.options:
-            raise ConfigError(f"{where}.options: backend {pool.backend!r} takes no options")
-        return None
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    try:
-        merged = OmegaConf.merge(OmegaConf.structured(cls), pool.options)
-        return OmegaConf.to_object(merged)
-    except OmegaConfBaseException as exc:
-        key = getattr(exc, "full_key", None) or ""
-        names = ", ".join(f.name for f in dataclasses.fields(cls))
-        reason = str(exc).splitlines()[0]
-        raise ConfigError(
-            f"{where}.options{'.' + key if key else ''}: {reason} (backend {pool.backend!r} takes: {names})"
-        ) from exc
+    return read_options(backend_kind(pool.backend).options, pool.options, where, f"backend {pool.backend!r}")
 
 
 def build_backend(

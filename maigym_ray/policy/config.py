@@ -1,4 +1,4 @@
-"""The policy layer's settings: one vLLM engine's. A plain dataclass that imports nothing of the policy's logic,
+"""The policy layer's settings: one vLLM engine's, and the ``openai`` policy kind's (its ``policy.options``). A plain dataclass that imports nothing of the policy's logic,
 so the run's config (:mod:`maigym_ray.config`) composes it without importing the engine (vLLM, torch);
 ``policy.engine.EngineConfig`` is its old path and still works.
 """
@@ -72,3 +72,17 @@ class EngineConfig:
             "VLLM_CPU_KVCACHE_SPACE": str(self.cpu_kv_cache_gb),
             "VLLM_CPU_OMP_THREADS_BIND": self.cpu_threads_bind,
         }
+
+
+@dataclass
+class OpenAIConfig:
+    """Policy kind ``openai``'s settings (``policy.options``): any OpenAI-compatible server. The model's
+    tokenizer and chat format come from ``policy.engine.model``, as for the engine kind."""
+
+    #: the server's base URL (…/v1).
+    base_url: str = "http://127.0.0.1:8000/v1"
+    #: the model name the server knows ("" = ``policy.engine.model``).
+    model: str = ""
+    #: the NAME of the environment variable that holds the server's API key ("" = no key). The key itself never
+    #: goes into a config file, a log or a run directory.
+    api_key_env: str = ""

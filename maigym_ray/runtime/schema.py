@@ -22,6 +22,7 @@ from maigym_ray.config import (
 )
 from maigym_ray.errors import ConfigError
 from maigym_ray.generation import SamplingConfig
+from maigym_ray.policy.config import OpenAIConfig
 from maigym_ray.rl.driver_config import DriverConfig
 from maigym_ray.rl.sampler import SamplerConfig
 from maigym_ray.rl.trainer import TrainerConfig
@@ -289,6 +290,17 @@ BACKEND_OPTIONS: dict[str, type] = {
 }
 
 
+#: The package's policy kinds, as Hydra group ``policy`` (``policy=openai``): each option sets ``policy.kind``
+#: and, for a kind with settings (``PolicyKind.options``), every one of them under ``policy.options``.
+POLICY_OPTIONS: dict[str, type | None] = {
+    "golden": None,
+    "random": None,
+    "engine": None,
+    "openai": OpenAIConfig,
+    "demo": None,
+}
+
+
 def register() -> None:
     """Registers the schemas so ``conf/*.yaml`` can name them in their defaults lists."""
     # conf/*.yaml set hydra.run.dir to ``${maigym_run_dir:${output_dir},<Hydra's dated default>}``, so with
@@ -308,3 +320,7 @@ def register() -> None:
     # mapping a pool's options are, and would silently drop a key forced in with "+" instead of refusing it.
     for name, cls in BACKEND_OPTIONS.items():
         cs.store(group="backend_options", name=name, node=dataclasses.asdict(cls()))
+    # the same for policy kinds, as whole choices: ``policy=openai policy.options.base_url=...``
+    for name, opts in POLICY_OPTIONS.items():
+        node: dict = {"kind": name} | ({"options": dataclasses.asdict(opts())} if opts is not None else {})
+        cs.store(group="policy", name=name, node=node)

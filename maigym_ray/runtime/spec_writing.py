@@ -19,7 +19,7 @@ from typing import Any
 
 from maigym_ray.apps.registry import APP_CLASSES
 from maigym_ray.durable import atomic_write_text
-from maigym_ray.rollout import check_model_settings, policy_kind, text_client
+from maigym_ray.rollout import check_model_settings, policy_kind, policy_options, text_client
 from maigym_ray.runtime.schema import SynthConfig
 from maigym_ray.runtime.synthesis import validate_live
 from maigym_ray.synth.spec_writer import STAGES, SpecWriter, Validate
@@ -67,7 +67,7 @@ async def write_specs(
     finally:
         if session is not None:
             await session.stop()
-    report["model"] = sw.policy.openai_model or sw.policy.engine.model
+    report["model"] = getattr(policy_options(sw.policy), "model", "") or sw.policy.engine.model
     report["policy_kind"] = sw.policy.kind
     report["seconds"] = round(time.perf_counter() - t0, 1)
     atomic_write_text(out_dir / "spec_writer_report.json", json.dumps(report, indent=2))

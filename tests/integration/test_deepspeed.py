@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime
+import faulthandler
 import importlib.util
 import os
 import random
@@ -141,6 +142,8 @@ def _run_stage(trainer: Any, rank: int, seqs: list[PackedSequence], ckpt: Path) 
 def _worker(rank: int, rdv: str, out: str, state: dict, seqs: list[PackedSequence]) -> None:
     """One rank: ``_run_stage`` for every ZeRO stage in turn (one process group: the imports dominate the
     runtime). Rank 0 writes what it saw to ``out``."""
+    # a rank killed by a signal (an abort in gloo or at interpreter exit) leaves its Python stacks for run_ranks
+    faulthandler.enable(open(Path(out).parent / f"rank{rank}.log", "w"), all_threads=True)
     # what a launcher (torchrun, the trainer actor) sets; DeepSpeed insists on LOCAL_RANK
     os.environ.update(
         DS_ACCELERATOR="cpu",
@@ -173,6 +176,10 @@ def _worker(rank: int, rdv: str, out: str, state: dict, seqs: list[PackedSequenc
     dist.destroy_process_group()
 
 
+def _tail(path: Path, lines: int = 40) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else "(no log)"
+
+
 def run_ranks(tmp_path: Path, state: dict, seqs: list[PackedSequence], timeout_s: float = 100.0) -> dict:
     """Spawns the ranks (file rendezvous, gloo on loopback) and returns what rank 0 wrote."""
     import torch.multiprocessing as mp
@@ -183,6 +190,9 @@ def run_ranks(tmp_path: Path, state: dict, seqs: list[PackedSequence], timeout_s
     try:
         while not ctx.join(timeout=1.0):
             assert time.monotonic() < deadline, "DeepSpeed ranks did not finish"
+    except mp.ProcessExitedException as exc:
+        logs = "\n".join(f"--- rank {r} ---\n{_tail(tmp_path / f'rank{r}.log')}" for r in range(WORLD))
+        raise AssertionError(f"{exc}\n{logs}") from exc
     finally:
         for p in ctx.processes:
             if p.is_alive():

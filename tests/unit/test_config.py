@@ -192,6 +192,43 @@ def test_a_pools_options_are_set_from_the_command_line():
         validate_manager_config(_compose("+env.pools.web.options.brower=per_env").env)
 
 
+def test_a_policys_options_are_its_kinds_typed_settings():
+    """Policy kinds own their settings as backend kinds do: ``policy=openai`` (Hydra group) sets the kind and
+    all its settings under ``policy.options``, which ``policy_options`` reads into the kind's class; a typo is
+    refused at compose, and one forced in (or options for a kind that takes none) at validation."""
+    from maigym_ray.policy.config import OpenAIConfig
+    from maigym_ray.rollout import POLICIES, PolicyKind, check_model_settings, policy_options
+
+    cfg = _compose(
+        "policy=openai", "policy.options.base_url=http://10.0.0.9:8000/v1", "policy.options.model=m"
+    )
+    assert cfg.policy.kind == "openai"
+    assert policy_options(cfg.policy) == OpenAIConfig(base_url="http://10.0.0.9:8000/v1", model="m")
+    assert _compose("policy=random").policy.kind == "random" and _compose().policy.options == {}
+    # the synth entry point's writer takes the same group under its own key
+    writer = _compose("policy@spec_writer.policy=openai", "spec_writer.policy.options.model=w", name="synth")
+    assert policy_options(writer.spec_writer.policy).model == "w"
+    with pytest.raises(ConfigCompositionException, match=r"policy\.options\.baseurl"):
+        _compose("policy=openai", "policy.options.baseurl=x")
+    with pytest.raises(
+        ConfigError, match=r"policy\.options\.baseurl: .*policy kind 'openai' takes: base_url"
+    ):
+        check_model_settings(_compose("policy.kind=openai", "+policy.options.baseurl=x").policy)
+    with pytest.raises(ConfigError, match=r"policy\.options: policy kind 'golden' takes no options"):
+        check_model_settings(_compose("+policy.options.base_url=x").policy)
+
+    @dataclasses.dataclass
+    class Temperature:
+        celsius: float = 20.0
+
+    with POLICIES.isolated():  # a plug-in kind's settings are read the same way
+        POLICIES.register("thermo", PolicyKind(build=lambda cfg, engines: None, options=Temperature))
+        thermo = _compose("policy.kind=thermo", "+policy.options.celsius=30").policy
+        assert policy_options(thermo) == Temperature(30.0)
+        with pytest.raises(ConfigError, match=r"policy\.options\.celsius: .*could not be converted"):
+            policy_options(_compose("policy.kind=thermo", "+policy.options.celsius=hot").policy)
+
+
 @pytest.mark.parametrize("entry", [*sorted(ENTRY_POINTS), "synth"])
 @pytest.mark.parametrize("topology", sorted(p.stem for p in (CONF / "topology").glob("*.yaml")))
 def test_every_topology_composes_with_every_entry_point(entry, topology):

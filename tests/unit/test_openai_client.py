@@ -88,9 +88,7 @@ async def test_config_sets_chat_format_and_reads_the_api_key_from_the_named_vari
     monkeypatch.setattr(rollout, "load_tokenizer", lambda _dir: CharTok())
     cfg = PolicyConfig(
         kind="openai",
-        openai_base_url=url,
-        openai_model="m",
-        openai_api_key_env="MAIGYM_TEST_KEY",
+        options={"base_url": url, "model": "m", "api_key_env": "MAIGYM_TEST_KEY"},
         chat=ChatConfig(
             format="llama3", assistant_open="<|start_header_id|>assistant<|end_header_id|>\n\nAction: "
         ),

@@ -219,7 +219,9 @@ async def test_the_openai_kind_writes_through_a_completions_server(tmp_path: Pat
 
     async with loopback_http(web.post("/v1/completions", completions)) as port:
         url = f"http://127.0.0.1:{port}/v1"
-        policy = PolicyConfig(kind="openai", engine=EngineConfig(model="tiny-text"), openai_base_url=url)
+        policy = PolicyConfig(
+            kind="openai", engine=EngineConfig(model="tiny-text"), options={"base_url": url}
+        )
         cfg = SynthConfig(spec_writer=SpecWriterConfig(["a house plant log"], 1, policy=policy))
         report = await write_specs(cfg, tmp_path, validate=replay)
     assert report["kept"] == 1 and report["policy_kind"] == "openai"

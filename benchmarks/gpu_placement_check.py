@@ -128,7 +128,7 @@ def main() -> int:
             Path(tempfile.mkdtemp(prefix="gpu-place-")) / "model", args.hidden, args.layers
         )
         t0 = time.perf_counter()
-        trainer = TrainerGroup(model_dir, TrainerConfig(lr=1e-4), "torch", 2, [pl.trainer_rank(0)])
+        trainer = TrainerGroup(model_dir, TrainerConfig(lr=1e-4), "torch", None, [pl.trainer_rank(0)])
         (info,) = trainer.info
         out["trainer"] = {**info, "start_s": time.perf_counter() - t0}
         out["trainer_on_cuda"] = info["device"].startswith("cuda")

@@ -57,7 +57,7 @@ class TrainerRank:
         strategy: str,
         rank: int,
         world_size: int,
-        zero_stage: int,
+        strategy_options: Any,
         rendezvous: str,
         seed: int = 0,
         torch_threads: int = 0,
@@ -75,7 +75,7 @@ class TrainerRank:
         # run pays the tokenizer load only (the compiler is built on first use)
         grammar = TokenGrammar.from_model_dir(model_dir)
         # the strategy (rl/strategies.py, a plug-in kind) builds this rank's trainer; topology checked its settings
-        setup = RankSetup(model, cfg, self.device, rank, world_size, zero_stage, rendezvous, grammar)
+        setup = RankSetup(model, cfg, self.device, rank, world_size, strategy_options, rendezvous, grammar)
         self.trainer: Any = TRAINER_STRATEGIES[strategy].build(setup)
 
     def info(self) -> dict[str, Any]:
@@ -177,12 +177,13 @@ class TrainerGroup:
         model_dir: str,
         cfg: TrainerConfig,
         strategy: str,
-        zero_stage: int,
+        strategy_options: Any,
         options: list[dict[str, Any]],
         seed: int = 0,
         torch_threads: int = 0,
     ) -> None:
-        """``options``: one Ray options dict per rank (runtime/placement.py)."""
+        """``strategy_options``: the strategy's typed settings (rl/strategies.strategy_options); ``options``: one
+        Ray options dict per rank (runtime/placement.py)."""
         import ray
 
         rendezvous = f"ds-{uuid.uuid4().hex[:8]}"
@@ -190,7 +191,7 @@ class TrainerGroup:
         self.ranks = [
             ray.remote(TrainerRank)
             .options(**opts)
-            .remote(model_dir, cfg, strategy, r, world, zero_stage, rendezvous, seed, torch_threads)
+            .remote(model_dir, cfg, strategy, r, world, strategy_options, rendezvous, seed, torch_threads)
             for r, opts in enumerate(options)
         ]
         self.info = ray.get([w.info.remote() for w in self.ranks])  # waits until every rank is up

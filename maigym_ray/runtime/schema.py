@@ -25,6 +25,7 @@ from maigym_ray.generation import SamplingConfig
 from maigym_ray.policy.config import OpenAIConfig
 from maigym_ray.rl.driver_config import DriverConfig
 from maigym_ray.rl.sampler import SamplerConfig
+from maigym_ray.rl.strategies import DeepSpeedConfig
 from maigym_ray.rl.trainer import TrainerConfig
 from maigym_ray.runtime.topology import TopologyConfig
 
@@ -301,6 +302,11 @@ POLICY_OPTIONS: dict[str, type | None] = {
 }
 
 
+#: The package's trainer strategies, as Hydra group ``trainer_strategy`` (``trainer_strategy=deepspeed``, into
+#: ``topology.trainer``): each option sets the strategy and every one of its settings.
+STRATEGY_OPTIONS: dict[str, type | None] = {"torch": None, "deepspeed": DeepSpeedConfig}
+
+
 def register() -> None:
     """Registers the schemas so ``conf/*.yaml`` can name them in their defaults lists."""
     # conf/*.yaml set hydra.run.dir to ``${maigym_run_dir:${output_dir},<Hydra's dated default>}``, so with
@@ -324,3 +330,6 @@ def register() -> None:
     for name, opts in POLICY_OPTIONS.items():
         node: dict = {"kind": name} | ({"options": dataclasses.asdict(opts())} if opts is not None else {})
         cs.store(group="policy", name=name, node=node)
+    for name, opts in STRATEGY_OPTIONS.items():
+        node = {"strategy": name} | ({"options": dataclasses.asdict(opts())} if opts is not None else {})
+        cs.store(group="trainer_strategy", name=name, node=node, package="topology.trainer")

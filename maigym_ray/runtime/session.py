@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from maigym_ray.config import EnvManagerConfig, PolicyConfig, RayConfig
+from maigym_ray.rl.strategies import strategy_options
 from maigym_ray.rollout import policy_kind
 from maigym_ray.runtime.placement import Placement
 from maigym_ray.runtime.topology import Demand, TopologyConfig, validate
@@ -134,7 +135,7 @@ class Session:
             ray.get(group.ready())
         options = [self.placement.trainer_rank(r, group) for r in range(t.ranks)]
         self.trainer = TrainerGroup(
-            model_dir, trainer_cfg, t.strategy, t.zero_stage, options, seed, t.torch_threads
+            model_dir, trainer_cfg, t.strategy, strategy_options(t), options, seed, t.torch_threads
         )
         return self.trainer
 

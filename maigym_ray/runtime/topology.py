@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from maigym_ray.envs.config import check_choice
 from maigym_ray.errors import ConfigError
-from maigym_ray.rl.strategies import TRAINER_STRATEGIES
+from maigym_ray.rl.strategies import TRAINER_STRATEGIES, strategy_options
 
 MODES = ("disaggregated", "colocated")
 #: the weight sync's collective backends, each with the device its tensors must be on (weights/group.py).
@@ -67,8 +68,10 @@ class TrainerPlacementConfig:
     #: a registered trainer strategy (rl/strategies.py): "torch" (one plain-torch rank), "deepspeed" (ZeRO data
     #: parallel over ``ranks``) or one a package adds (entry-point group maigym_ray.trainer_strategies).
     strategy: str = "torch"
-    #: the ZeRO stage of the DeepSpeed strategy (1 or 2: rank 0 hands out the full weights).
-    zero_stage: int = 2
+    #: the strategy's own settings, read into its registered class (``TrainerStrategy.options``; deepspeed:
+    #: rl/strategies.DeepSpeedConfig's zero_stage). ``trainer_strategy=deepspeed`` (Hydra group) sets the strategy
+    #: with every setting, so ``topology.trainer.options.zero_stage=1`` then needs no "+".
+    options: dict[str, Any] = field(default_factory=dict)
     #: custom Ray resource the trainer's node(s) must advertise ("" = any node); one unit per rank.
     resource: str = ""
     #: torch threads per rank (0 = every core of its node).
@@ -220,7 +223,7 @@ def validate(
             )
     if t.ranks < 1:
         raise ConfigError(f"topology.trainer.ranks={t.ranks}: must be >= 1")
-    strategy.check(t, "topology.trainer")
+    strategy.check(t, strategy_options(t, "topology.trainer"), "topology.trainer")
     backend = topo.weight_sync.backend
     if SYNC_BACKENDS[backend] == "cuda" and (t.gpus_per_rank == 0 or e.num_gpus == 0):
         raise ConfigError(

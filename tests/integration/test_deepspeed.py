@@ -22,6 +22,7 @@ import faulthandler
 import importlib.util
 import os
 import random
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -174,6 +175,12 @@ def _worker(rank: int, rdv: str, out: str, state: dict, seqs: list[PackedSequenc
     if rank == 0:
         torch.save(results, out)
     dist.destroy_process_group()
+    # Leave without interpreter shutdown: under load a rank that finished every step sometimes aborted in exit's
+    # C++ destructors ("terminate called without an active exception", no Python frame: a joinable std::thread
+    # of torch's distributed runtime destroyed at exit), which failed the test after all its work was done.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _tail(path: Path, lines: int = 40) -> str:
@@ -350,6 +357,7 @@ def test_the_drivers_deepspeed_strategy_matches_torch(ray_local, tmp_path):
     """``topology.trainer.strategy=deepspeed`` as the driver runs it: two TrainerGroup rank actors (ZeRO-2,
     gloo on loopback, met through Ray's GCS) train the batch dealt over them by episode and give TorchTrainer's loss and weights; rank 0's
     weights are the full state dict the engines get; save/load round-trips through a DeepSpeed checkpoint."""
+    from maigym_ray.rl.strategies import strategy_options
     from maigym_ray.rl.trainer_group import TrainerGroup
     from maigym_ray.runtime.placement import Placement
     from maigym_ray.runtime.topology import TopologyConfig, TrainerPlacementConfig
@@ -357,9 +365,17 @@ def test_the_drivers_deepspeed_strategy_matches_torch(ray_local, tmp_path):
     model = tiny_model()
     model.save_pretrained(tmp_path / "model")
     seqs = [dataclasses.replace(s, episode_id=f"ep{i}") for i, s in enumerate(fixed_batch(model))]
-    topo = TopologyConfig(trainer=TrainerPlacementConfig(ranks=2, strategy="deepspeed", zero_stage=2))
+    topo = TopologyConfig(
+        trainer=TrainerPlacementConfig(ranks=2, strategy="deepspeed", options={"zero_stage": 2})
+    )
     pl = Placement(topo)
-    group = TrainerGroup(str(tmp_path / "model"), CFG, "deepspeed", 2, [pl.trainer_rank(r) for r in range(2)])
+    group = TrainerGroup(
+        str(tmp_path / "model"),
+        CFG,
+        "deepspeed",
+        strategy_options(topo.trainer),
+        [pl.trainer_rank(r) for r in range(2)],
+    )
     reference = TorchTrainer(copy.deepcopy(model), CFG)
     # trainer.old_logprobs=round: the ranks' recomputed logprobs come back in the batch's order, as one trainer's
     recomputed = group.logprobs(seqs)

@@ -137,7 +137,7 @@ def test_weight_sync_between_nodes_is_bit_identical(cluster):
     pl = Placement(topo)
     from maigym_ray.rl.trainer_group import TrainerGroup
 
-    trainer = TrainerGroup(resolve_model("tiny-text"), TrainerConfig(), "torch", 2, [pl.trainer_rank(0)])
+    trainer = TrainerGroup(resolve_model("tiny-text"), TrainerConfig(), "torch", None, [pl.trainer_rank(0)])
     receiver = ray.remote(WeightReceiverActor).options(**pl.engine()).remote()
     try:
         assert trainer.info[0]["node_id"] == cluster.node_id("worker_b")

@@ -229,6 +229,20 @@ def test_a_policys_options_are_its_kinds_typed_settings():
             policy_options(_compose("policy.kind=thermo", "+policy.options.celsius=hot").policy)
 
 
+def test_a_trainer_strategys_options_are_its_typed_settings():
+    from maigym_ray.rl.strategies import DeepSpeedConfig, strategy_options
+
+    cfg = _compose("trainer_strategy=deepspeed", "topology.trainer.options.zero_stage=1", name="train")
+    assert cfg.topology.trainer.strategy == "deepspeed"
+    assert strategy_options(cfg.topology.trainer) == DeepSpeedConfig(zero_stage=1)
+    assert strategy_options(_compose("topology=gpu_1node", name="train").topology.trainer) == DeepSpeedConfig(
+        2
+    )
+    assert strategy_options(_compose(name="train").topology.trainer) is None  # torch takes none
+    with pytest.raises(ConfigCompositionException, match=r"topology\.trainer\.options\.zero"):
+        _compose("trainer_strategy=deepspeed", "topology.trainer.options.zero=1", name="train")
+
+
 @pytest.mark.parametrize("entry", [*sorted(ENTRY_POINTS), "synth"])
 @pytest.mark.parametrize("topology", sorted(p.stem for p in (CONF / "topology").glob("*.yaml")))
 def test_every_topology_composes_with_every_entry_point(entry, topology):

@@ -152,6 +152,22 @@ def _gpu_topo(**kw) -> TopologyConfig:
             r"tensor_parallel_size=2 needs GPUs",
         ),
         (TopologyConfig(trainer=TrainerPlacementConfig(ranks=2)), {}, r"strategy torch runs one rank"),
+        # a strategy's settings are its own typed config (TrainerStrategy.options), checked with their key path
+        (
+            _gpu_topo(trainer=TrainerPlacementConfig(2, 1, strategy="deepspeed", options={"zero_stage": 3})),
+            {},
+            r"topology\.trainer\.options\.zero_stage=3: the DeepSpeed strategy supports 1 or 2",
+        ),
+        (
+            _gpu_topo(trainer=TrainerPlacementConfig(2, 1, strategy="deepspeed", options={"stage": 1})),
+            {},
+            r"topology\.trainer\.options\.stage: .*trainer strategy 'deepspeed' takes: zero_stage",
+        ),
+        (
+            TopologyConfig(trainer=TrainerPlacementConfig(options={"zero_stage": 2})),
+            {},
+            r"topology\.trainer\.options: trainer strategy 'torch' takes no options",
+        ),
         (TopologyConfig(mode="shared"), {}, r"topology.mode='shared' is not valid"),
     ],
 )

@@ -123,8 +123,11 @@ def route_tasks(cfg: TasksConfig, pool_platforms: list[str]) -> tuple[TaskPool, 
         )
     wanted = [p for p in (cfg.platforms or served) if p in served]
     everything = list(load_tasks(replace(cfg, platforms=[], limit=0)))
-    left_out = Counter(p for t in everything if not set(t.platforms) & set(wanted) for p in t.platforms)
-    n_left = sum(not set(t.platforms) & set(wanted) for t in everything)
+    # counted by the platforms a task runs on ("mobile_web or web"), so the counts add up to the tasks left out
+    left_out = Counter(
+        " or ".join(sorted(t.platforms)) for t in everything if not set(t.platforms) & set(wanted)
+    )
+    n_left = sum(left_out.values())
     if not wanted or n_left == len(everything):
         runs_on = sorted({p for t in everything for p in t.platforms})
         raise ConfigError(

@@ -29,6 +29,8 @@ def test_a_desktop_pool_runs_the_desktop_tasks_and_says_what_it_left_out() -> No
     tasks, notes = route_tasks(TasksConfig(pool="builtin"), ["desktop"])
     assert len(tasks) == 4 and all(t.platforms == ("desktop",) for t in tasks)
     assert len(notes) == 1 and "left out 30 of 34 tasks" in notes[0] and "no pool serves them" in notes[0]
+    # each task counted once, by the platforms it runs on: the counts add up to the 30
+    assert "(mobile_web or web: 30; " in notes[0]
 
 
 def test_limit_applies_after_the_platform_filter() -> None:

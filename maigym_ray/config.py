@@ -36,8 +36,8 @@ class PolicyConfig:
 
     #: a registered policy kind (rollout.POLICIES, entry-point group maigym_ray.policies): "golden" (replays
     #: golden solutions), "random" (random clicks and typing), "engine" (vLLM engine actors started by the run),
-    #: "openai" (any OpenAI-compatible server, settings under ``options``), "demo" (golden solutions as token-in / token-out model turns:
-    #: the SFT warm-up's samples), or a kind a package adds.
+    #: "openai" (any OpenAI-compatible server, settings under ``options``), "demo" (golden solutions as
+    #: token-in / token-out model turns: the SFT warm-up's samples), or a kind a package adds.
     kind: str = "golden"
     #: seed of the random policy.
     seed: int = 0

@@ -1,6 +1,7 @@
-"""The policy layer's settings: one vLLM engine's, and the ``openai`` policy kind's (its ``policy.options``). A plain dataclass that imports nothing of the policy's logic,
-so the run's config (:mod:`maigym_ray.config`) composes it without importing the engine (vLLM, torch);
-``policy.engine.EngineConfig`` is its old path and still works.
+"""The policy layer's settings: one vLLM engine's, and the ``openai`` policy kind's (its ``policy.options``).
+Plain dataclasses that import nothing of the policy's logic, so the run's config (:mod:`maigym_ray.config`)
+composes them without importing the engine (vLLM, torch); ``policy.engine.EngineConfig`` is its old path and
+still works.
 """
 
 from __future__ import annotations

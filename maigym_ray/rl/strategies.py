@@ -92,10 +92,8 @@ def _build_torch(s: RankSetup) -> Any:
 
 
 def _check_deepspeed(t: Any, options: DeepSpeedConfig, where: str) -> None:
-    if options.zero_stage not in (
-        1,
-        2,
-    ):  # ZeRO-3 shards the weights: rank 0 could not hand out the full model
+    # ZeRO-3 shards the weights: rank 0 could not hand out the full model
+    if options.zero_stage not in (1, 2):
         raise ConfigError(
             f"{where}.options.zero_stage={options.zero_stage}: the DeepSpeed strategy supports 1 or 2"
         )

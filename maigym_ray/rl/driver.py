@@ -142,7 +142,8 @@ class Driver:
         spent = self.state.seconds
         try:
             if self.state.phase == "start":
-                self.state.heldout["before"] = await self.evaluate("before")
+                if self.cfg.heldout.before:
+                    self.state.heldout["before"] = await self.evaluate("before")
                 self._advance("before", spent + time.perf_counter() - t_start)
             if self.state.phase == "before":
                 await self.sft()
@@ -161,7 +162,10 @@ class Driver:
             if self.state.phase == "sft":
                 self._advance("rl", spent + time.perf_counter() - t_start)
             if self.state.phase == "rl":
-                self.state.heldout["rl"] = await self.evaluate("rl")
+                # With no GRPO round the weights are the post-SFT ones the last eval scored: an SFT-only job
+                # (driver.grpo.rounds=0) reports no RL figure rather than scoring the same weights twice.
+                if self.state.round:
+                    self.state.heldout["rl"] = await self.evaluate("rl")
                 self._advance("done", spent + time.perf_counter() - t_start)
             report = write_report(self.run_dir, self._report())
         finally:

@@ -93,6 +93,9 @@ class HeldoutConfig:
     before_episodes_per_task: int = 0
     #: sampling temperature of the evals (the policy's other sampling settings apply).
     temperature: float = 1.0
+    #: run the eval before training (false: the report has no "before" figure). A job that only continues
+    #: training, such as a round of the diagnosis loop (runtime/diagnosis_loop.py), knows it already.
+    before: bool = True
 
     def __post_init__(self) -> None:
         if self.episodes_per_task < 1 or self.before_episodes_per_task < 0:

@@ -174,7 +174,6 @@ class ArmState:
     reservoir: dict[Cluster, list[TaskSpec]]
     run_dir: Path
     outcomes: dict[Cluster, ClusterOutcome]
-    trained: list[str] = field(default_factory=list)
 
 
 class DiagnosisLoop:
@@ -272,11 +271,11 @@ class DiagnosisLoop:
         rows = eval_rows(run_dir, "sft")
         arm.outcomes = cluster_outcomes(rows, tasks)
         arm.run_dir = run_dir
-        arm.trained += [t.id for t in new]
         return {
             "clusters": [list(c) for c in aimed],
             "new_tasks": len(new),
             "new_by_cluster": dict(Counter("/".join(cluster_of(t)) for t in new)),
+            "new_task_ids": [t.id for t in new],
             "targeted_clusters_before": before,
             "targeted_clusters_after": success_on(arm.outcomes, aimed),
             "overall_before": overall_before,

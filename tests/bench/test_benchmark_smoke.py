@@ -3,8 +3,8 @@ committed result (benchmarks/results/, read by benchmarks/report.py and the docs
 unseen. Each runs as its user runs it, a subprocess; ``--durations`` in CI's log gives each one's cost.
 
 Covered elsewhere: ``gpu_check.py`` (tests/integration/test_gpu_check_smoke.py), ``gpu_placement_check.py``
-(tests/integration/test_gpu_placement_dry.py), ``report.py`` (tests/unit/test_docs.py). ``browsergym_peer.py``
-runs inside ``vs_browsergym.py``. Heavy ones carry ``heavy`` (see HEAVY) and run when
+(tests/integration/test_gpu_placement_dry.py), ``report.py`` (tests/unit/test_docs.py), ``diagnosis_loop.py``
+(tests/e2e/test_diagnosis_loop.py). ``browsergym_peer.py`` runs inside ``vs_browsergym.py``. Heavy ones carry ``heavy`` (see HEAVY) and run when
 ``MAIGYM_BENCH_HEAVY=1``: they need vLLM, a downloaded peer venv or minutes of training.
 """
 
@@ -115,6 +115,13 @@ def test_multinode_benchmark_runs_small_and_writes_its_keys(tmp_path: Path) -> N
 
 def test_every_benchmark_script_has_a_smoke_test() -> None:
     covered = {spec[0][0] for spec in (*SMOKE.values(), *HEAVY.values(), MULTINODE)}
-    elsewhere = {"gpu_check.py", "gpu_placement_check.py", "report.py", "browsergym_peer.py"}
+    # diagnosis_loop.py: tests/e2e/test_diagnosis_loop.py runs it --quick and checks its keys and its runs
+    elsewhere = {
+        "gpu_check.py",
+        "gpu_placement_check.py",
+        "report.py",
+        "browsergym_peer.py",
+        "diagnosis_loop.py",
+    }
     scripts = {p.name for p in (ROOT / "benchmarks").glob("*.py")}
     assert scripts - elsewhere - covered == set(), "a benchmark without a smoke test"

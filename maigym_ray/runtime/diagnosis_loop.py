@@ -320,18 +320,10 @@ class DiagnosisLoop:
 
     async def _validated(self, tasks: list[TaskSpec]) -> list[TaskSpec]:
         """The tasks of ``tasks`` that pass live validation on the loop's own envs; the rest counted by reason."""
-        from maigym_ray.envs.lease import LeasedEnv
-        from maigym_ray.synth.validation import validate_all
+        from maigym_ray.runtime.synthesis import validate_on
 
-        manager = self.roles.manager
-
-        async def lease() -> LeasedEnv:
-            return await LeasedEnv.acquire(manager, "web")
-
-        async def release(env: LeasedEnv, broken: bool) -> None:
-            await env.release(broken)
-
-        verdicts = await validate_all(tasks, lease, release, min(4, self.cfg.driver.concurrency))
+        concurrency = min(4, self.cfg.driver.concurrency)
+        verdicts = await validate_on(self.roles.manager, tasks, concurrency, desc="validate new tasks")
         ok = {v.task_id for v in verdicts if v.ok}
         for v in verdicts:
             if not v.ok:

@@ -43,6 +43,18 @@ async def validate_live(
     validate_manager_config(cfg.env)
     session = Session(cfg.ray, cfg.env, topology=cfg.topology)
     manager = await session.start_envs()
+    try:
+        verdicts = await validate_on(manager, tasks, cfg.concurrency, cfg.infra_retries, desc)
+        metrics = await manager.metrics.remote()
+    finally:
+        await session.stop()
+    return verdicts, metrics
+
+
+async def validate_on(
+    manager: Any, tasks: list[TaskSpec], concurrency: int, retries: int = 1, desc: str = "validate"
+) -> list[Verdict]:
+    """Validates ``tasks`` on web instances leased from a running EnvManager; returns the verdicts."""
     bar = tqdm(total=len(tasks), desc=desc, unit="task")
     ok = 0
 
@@ -59,12 +71,9 @@ async def validate_live(
         bar.set_postfix(valid=f"{ok}/{bar.n}")
 
     try:
-        verdicts = await validate_all(tasks, lease, release, cfg.concurrency, cfg.infra_retries, seen)
-        metrics = await manager.metrics.remote()
+        return await validate_all(tasks, lease, release, concurrency, retries, seen)
     finally:
         bar.close()
-        await session.stop()
-    return verdicts, metrics
 
 
 def summary_table(tasks: list[TaskSpec]) -> str:

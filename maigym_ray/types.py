@@ -110,6 +110,9 @@ class Turn:
     #: the regex the reply was sampled under (``policy.action_space``); "" when decoding was free. The trainer
     #: rebuilds the same token masks from it, so it trains the policy that acted.
     constraint: str = ""
+    #: the policy version of the weights the reply's request started on (0 for policies without weights); the
+    #: staleness of asynchronous RL counts from an episode's first turn (rl/staleness.py).
+    policy_version: int = 0
 
 
 @dataclass(frozen=True)

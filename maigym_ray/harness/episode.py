@@ -88,6 +88,7 @@ async def run_episode(
                     prompt_continued=d.prompt_continued,
                     response_text=d.response_text or d.text,
                     constraint=d.constraint,
+                    policy_version=d.policy_version,
                 )
             )
             obs = result.observation

@@ -16,7 +16,8 @@ this, a disk error) is skipped with a warning by the reader, never half-loaded. 
         cached_tokens int32 (prompt tokens the engine served from its prefix cache),
         a11y string (the accessibility text the policy read), response_text string (the whole reply),
         prompt_text string, prompt_continued bool,
-        constraint string (the regex the reply was sampled under, "" when free)>>
+        constraint string (the regex the reply was sampled under, "" when free),
+        policy_version int64 (the weights the reply's request started on)>>
 
 The prompt text is compact: inside a history window a step's prompt is the previous step's prompt and response
 followed by its observation turn, so such a step (``prompt_continued``) keeps only that turn, and a window's
@@ -57,6 +58,7 @@ TURN = pa.struct(
         ("prompt_text", pa.string()),
         ("prompt_continued", pa.bool_()),
         ("constraint", pa.string()),
+        ("policy_version", pa.int64()),
     ]
 )
 SCHEMA = pa.schema(
@@ -114,6 +116,7 @@ def to_row(t: Trajectory) -> dict[str, Any]:
                 "prompt_text": u.prompt_text,
                 "prompt_continued": u.prompt_continued,
                 "constraint": u.constraint,
+                "policy_version": u.policy_version,
             }
             for u in t.turns
         ],
@@ -150,6 +153,7 @@ def from_row(r: dict[str, Any]) -> Trajectory:
             prompt_continued=bool(u.get("prompt_continued")),
             response_text=u.get("response_text") or "",
             constraint=u.get("constraint") or "",
+            policy_version=int(u.get("policy_version") or 0),
         )
         for u in r["turns"]
     )

@@ -26,6 +26,7 @@ from typing import Any
 
 from maigym_ray.errors import ConfigError, ContextOverflowError, InfraError, MaigymError
 from maigym_ray.generation import Generation, SamplingConfig
+from maigym_ray.policy.busy_clock import BusyClock
 from maigym_ray.policy.config import EngineConfig
 
 
@@ -144,6 +145,7 @@ class EngineActor:
         self._cpu = False
         self._vllm_sleep = False  # whether vLLM itself releases memory on sleep (sleep mode on a GPU)
         self.asleep = False
+        self._busy = BusyClock()
 
     async def start(self) -> dict[str, Any]:
         """Starts the engine (about 25 s on CPU); returns the model directory and the start time."""
@@ -222,20 +224,32 @@ class EngineActor:
             prompt["multi_modal_data"] = {
                 "image": [downscale_png(p, self.cfg.image_longest_edge) for p in images]
             }
+        # The version the request starts on. A weight load may land while it runs (asynchronous RL loads
+        # between engine steps, never draining the engine): its later tokens then come from the newer weights,
+        # and their logprobs are the ones they were sampled with, but the turn counts from the oldest weights
+        # that contributed, so the staleness bound (rl/staleness.py) is never understated.
+        version = self.version
         final = None
         try:
+            self._busy.enter()
             async for out in self.engine.generate(
                 TokensPrompt(**prompt), params, request_id=f"{episode_id}-{uuid.uuid4().hex[:8]}"
             ):
                 final = out
         except EngineDeadError as exc:  # the engine must be restarted: an infrastructure failure, not a 0
             raise InfraError(f"engine {self.engine_id} died: {exc}") from exc
+        finally:
+            self._busy.leave()
         assert final is not None
         o = final.outputs[0]
         logprobs = tuple(
             float(lp[tok].logprob) for tok, lp in zip(o.token_ids, o.logprobs or [], strict=False)
         )
-        return Generation(tuple(o.token_ids), logprobs, int(final.num_cached_tokens or 0), self.version)
+        return Generation(tuple(o.token_ids), logprobs, int(final.num_cached_tokens or 0), version)
+
+    async def busy_seconds(self) -> float:
+        """Seconds so far with at least one request in flight (the driver's engine idle share)."""
+        return self._busy.seconds()
 
     async def update_weights(self, buckets: list[dict[str, Any]], version: int) -> dict[str, int]:
         """Loads new weights (encoded buckets, see weight_receiver.encode_bucket) in place, drops every cached

@@ -34,6 +34,7 @@ def traj(i: int, infra: bool = False) -> Trajectory:
             a11y='[a] button "A"',
             prompt_text="<system>task</system><user>[a] button</user>",
             response_text='Thought: press A.\nAction: click(id="a")',
+            policy_version=i,
         ),
         Turn(
             1,
@@ -49,6 +50,7 @@ def traj(i: int, infra: bool = False) -> Trajectory:
             prompt_text="<user>[b] link</user>",
             prompt_continued=True,
             response_text="oops(",
+            policy_version=i + 1,  # a publish landed between the episode's two requests
         ),
     )
     reward = Reward(0.0, False, "infrastructure failure", True) if infra else Reward(1.0, True, "ok")

@@ -43,11 +43,13 @@ import torch
 from maigym_ray.rl.packing import PackedSequence, micro_batches
 from maigym_ray.rl.trainer import (
     TrainerConfig,
+    add_by_staleness,
     autocast,
     collate,
     loss_counts,
     micro_batch_loss,
     sequence_logprobs,
+    staleness_stats,
     trainable_parameters,
 )
 
@@ -136,6 +138,7 @@ class DeepSpeedTrainer:
         (most,) = self._all_reduce([len(mbs)], torch.distributed.ReduceOp.MAX)
         mbs += [[_EMPTY]] * (int(most) - len(mbs))
         loss_sum = kl_sum = clip_sum = 0.0
+        by_staleness: dict[int, list[float]] = {}
         with self.engine.coalesce_grad_reduction():
             for mb in mbs:
                 batch = {k: v.to(self.engine.device) for k, v in collate(mb, grammar=self.grammar).items()}
@@ -147,7 +150,13 @@ class DeepSpeedTrainer:
                 loss_sum += float(out.loss.detach())
                 kl_sum += out.kl_sum
                 clip_sum += out.clipped
+                add_by_staleness(by_staleness, out.by_staleness)
         self.engine.step()
+        # every rank the same staleness keys, 0 .. the largest any rank saw, summed over the ranks
+        (top,) = self._all_reduce([float(max(by_staleness, default=-1))], torch.distributed.ReduceOp.MAX)
+        keys = range(int(top) + 1)
+        flat = self._all_reduce([v for k in keys for v in by_staleness.get(k, [0.0, 0.0])]) if keys else []
+        by_staleness = {k: flat[2 * k : 2 * k + 2] for k in keys if flat[2 * k + 1] > 0}
         loss_sum, kl_sum, clip_sum, n = self._all_reduce(
             [loss_sum, kl_sum, clip_sum, float(sum(len(s) for s in seqs))]
         )
@@ -158,6 +167,7 @@ class DeepSpeedTrainer:
             "tokens": n,
             "update_s": time.perf_counter() - t0,
             "grammar_mismatches": float(self.grammar.mismatches if self.grammar is not None else 0),
+            **staleness_stats(by_staleness),
         }
 
     def save(self, path: str | Path) -> None:

@@ -46,3 +46,19 @@ def k3_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, mask: torch.Tensor
     """
     r = ref_logprobs - logprobs
     return (torch.exp(r) - r - 1.0) * mask.to(logprobs.dtype)
+
+
+def decoupled_weights(
+    prox_logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor, mask: torch.Tensor, cap: float
+) -> torch.Tensor:
+    """The behaviour importance weights of decoupled PPO (AReaL), truncated: min(pi_prox / pi_behav, cap).
+
+    The clipped ratio compares the current weights with the proximal policy (the trainer's weights before this
+    update, ``prox_logprobs``), so the trust region is measured from weights the trainer knows, whatever
+    version sampled the tokens; this weight then corrects for the engine's older policy (``behaviour_logprobs``,
+    what it sampled with). Truncation at ``cap`` bounds the variance that very stale tokens would bring.
+
+    Shapes: [N, T] each; returns [N, T] without grad (0 where mask is 0).
+    """
+    w = torch.exp((prox_logprobs - behaviour_logprobs).clamp(max=30.0)).clamp(max=cap)
+    return (w * mask.to(w.dtype)).detach()

@@ -9,7 +9,7 @@ packs one sequence per step. Sequences are then bin-packed into micro-batches un
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -25,7 +25,12 @@ class PackedSequence:
 
     ``constraints`` holds a ``(start, end, regex)`` for every trained response ``input_ids[start:end]`` that was
     sampled under a regex (a constrained action space): the trainer computes those tokens' logprobs under the
-    same grammar mask, as the policy that acted."""
+    same grammar mask, as the policy that acted.
+
+    ``behaviour_logprobs`` [L] keeps the engine's sampled logprobs once ``old_logprobs`` has been re-based on the
+    trainer's weights (``sequence_logprobs``); empty until then. ``staleness`` is the group's (rl/staleness.py),
+    for the clip rate per staleness. ``token_scale`` [L] weights each trained token for a step normaliser
+    (:func:`step_scales`); empty: every token weighs 1."""
 
     input_ids: tuple[int, ...]
     loss_mask: tuple[int, ...]
@@ -34,6 +39,9 @@ class PackedSequence:
     episode_id: str
     steps: tuple[int, ...]
     constraints: tuple[tuple[int, int, str], ...] = ()
+    behaviour_logprobs: tuple[float, ...] = ()
+    staleness: int = 0
+    token_scale: tuple[float, ...] = ()
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -123,6 +131,38 @@ def pack(
     if cfg.strategy == "window":
         return pack_window(traj, cfg, advantage, skip)
     return pack_step(traj, advantage, skip)
+
+
+#: How each step's loss is normalised: "none" (trainer.aggregation alone decides), "trajectory" (1/|tau|: each step
+#: of an episode weighs 1/steps, so every episode counts once) or "constant" (1/k: each step weighs 1/k for a fixed
+#: k, so a long episode's steps count as much as a short one's; AsyncWebRL).
+STEP_NORMALIZERS = ("none", "trajectory", "constant")
+
+
+def step_scales(seq: PackedSequence, episode_steps: int, normalizer: str, k: int) -> PackedSequence:
+    """``seq`` with ``token_scale``: a trained token of step ``i`` weighs ``c / len(response of step i)``, with
+    ``c = 1/episode_steps`` ("trajectory") or ``1/k`` ("constant"). Summed over a batch and divided by its
+    episodes (the trainer does so when sequences carry a scale) this is the mean over episodes of
+    ``c * sum of the steps' mean token losses``. "none" returns ``seq`` unchanged."""
+    if normalizer == "none":
+        return seq
+    if normalizer not in STEP_NORMALIZERS:
+        raise ValueError(f"step normalizer {normalizer!r}: choose one of {STEP_NORMALIZERS}")
+    c = 1.0 / max(1, episode_steps if normalizer == "trajectory" else k)
+    scale = [0.0] * len(seq)
+    # a step's response is a maximal run of trained tokens; two steps of one window are never adjacent (a
+    # prompt of at least the next step's observation lies between them)
+    i = 0
+    while i < len(seq):
+        if not seq.loss_mask[i]:
+            i += 1
+            continue
+        j = i
+        while j < len(seq) and seq.loss_mask[j]:
+            j += 1
+        scale[i:j] = [c / (j - i)] * (j - i)
+        i = j
+    return replace(seq, token_scale=tuple(scale))
 
 
 #: The fixed cost of one micro-batch's forward and backward, in tokens: what an extra micro-batch must save in

@@ -13,17 +13,19 @@ from __future__ import annotations
 import copy
 import re
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from maigym_ray.errors import ConfigError
-from maigym_ray.rl.losses import clipped_policy_loss, k3_kl
+from maigym_ray.rl.losses import clipped_policy_loss, decoupled_weights, k3_kl
 from maigym_ray.rl.packing import MICRO_BATCH_OVERHEAD, PackedSequence, micro_batches
+from maigym_ray.rl.staleness import clip_by_staleness
 
 OLD_LOGPROBS = ("sampled", "recompute", "round")
+CORRECTIONS = ("none", "decoupled")
 #: "off" (the model's own dtype) or "bf16": forward and backward under bfloat16 autocast (the weights, their
 #: gradients and AdamW's state stay float32). On CPUs with AVX-512-BF16 or AMX, 1.8x the tokens/s of float32.
 AUTOCAST = ("off", "bf16")
@@ -57,6 +59,13 @@ class TrainerConfig:
     old_logprobs: str = "sampled"
     #: mixed precision of the forward and backward passes: "off" or "bf16" (AUTOCAST).
     autocast: str = "off"
+    #: off-policy correction: "none" (the ratio divides by ``old_logprobs``) or "decoupled" (decoupled PPO, as
+    #: AReaL: the ratio divides by the proximal policy, the trainer's weights before the update, recomputed
+    #: once like "round", and each token is weighted by min(pi_prox / pi_behav, ``is_cap``), with pi_behav the
+    #: engine's sampled logprobs). For asynchronous RL, where a token may come from weights several updates old.
+    correction: str = "none"
+    #: truncation of the decoupled correction's importance weight.
+    is_cap: float = 2.0
     #: train only the last N decoder layers and the final norm (0 = every parameter). The embeddings (and a
     #: head tied to them) and the layers below stay frozen, so the backward pass stops at layer L - N and
     #: AdamW keeps no state for them: the cheap mode for a pretrained model on CPUs.
@@ -72,6 +81,17 @@ class TrainerConfig:
             raise ConfigError(
                 f"trainer.aggregation={self.aggregation!r}: choose token_mean or seq_mean_token_mean"
             )
+        if self.correction not in CORRECTIONS:
+            raise ConfigError(
+                f"trainer.correction={self.correction!r}: choose one of {', '.join(CORRECTIONS)}"
+            )
+        if self.correction == "decoupled" and self.old_logprobs == "recompute":
+            raise ConfigError(
+                "trainer.correction=decoupled needs a proximal policy fixed before the update: "
+                "trainer.old_logprobs=recompute re-bases it at every micro-batch (use sampled or round)"
+            )
+        if self.is_cap <= 0:
+            raise ConfigError(f"trainer.is_cap={self.is_cap}: need > 0")
         if self.old_logprobs not in OLD_LOGPROBS:
             raise ConfigError(
                 f"trainer.old_logprobs={self.old_logprobs!r}: choose one of {', '.join(OLD_LOGPROBS)}"
@@ -85,7 +105,8 @@ class TrainerConfig:
 
 def collate(seqs: list[PackedSequence], pad_id: int = 0, grammar: Any = None) -> dict[str, torch.Tensor]:
     """Pads a micro-batch: ``input_ids``/``attention_mask`` [N, L]; ``loss_mask``/``old_logprobs`` [N, L-1]
-    aligned with the predicted tokens (position i predicts token i+1).
+    aligned with the predicted tokens (position i predicts token i+1); ``advantages`` and ``staleness`` [N].
+    ``behaviour_logprobs`` and ``token_scale`` [N, L-1] are there when some sequence carries them.
 
     When a sequence carries constraints, ``allowed`` [T, V] (bool) holds the tokens its grammar allowed at each
     of the T trained positions, in the order of ``loss_mask > 0`` (row-major); unconstrained positions allow
@@ -108,7 +129,19 @@ def collate(seqs: list[PackedSequence], pad_id: int = 0, grammar: Any = None) ->
         "loss_mask": mask[:, 1:],
         "old_logprobs": old[:, 1:],
         "advantages": adv,
+        "staleness": torch.tensor([s.staleness for s in seqs], dtype=torch.long),
     }
+    if any(s.behaviour_logprobs for s in seqs):
+        behav = old.clone()
+        for i, s in enumerate(seqs):
+            if s.behaviour_logprobs:
+                behav[i, : len(s)] = torch.tensor(s.behaviour_logprobs, dtype=torch.float32)
+        batch["behaviour_logprobs"] = behav[:, 1:]
+    if any(s.token_scale for s in seqs):
+        scale = torch.zeros((n, length), dtype=torch.float32)
+        for i, s in enumerate(seqs):
+            scale[i, : len(s)] = torch.tensor(s.token_scale or [1.0] * len(s), dtype=torch.float32)
+        batch["token_scale"] = scale[:, 1:]
     if any(s.constraints for s in seqs):
         if grammar is None:
             raise ValueError("sequences sampled under a regex need the trainer's grammar (TokenGrammar)")
@@ -212,7 +245,8 @@ def sequence_logprobs(
                     for m, old in zip(s.loss_mask, s.old_logprobs, strict=True)
                 )
                 old = tuple(float(v) if m else 0.0 for v, m in zip(own, mask, strict=True))
-                out[index[id(s)]] = replace(s, loss_mask=mask, old_logprobs=old)
+                behaviour = s.behaviour_logprobs or s.old_logprobs  # what the engine sampled with, kept
+                out[index[id(s)]] = replace(s, loss_mask=mask, old_logprobs=old, behaviour_logprobs=behaviour)
     return [out[i] for i in range(len(seqs))]
 
 
@@ -250,8 +284,12 @@ _FINAL_NORM = re.compile(r"(^|\.)(norm|final_layernorm|ln_f)\.weight$")
 
 def loss_counts(seqs: list[PackedSequence]) -> tuple[float, float]:
     """(loss tokens, sequences with at least one loss token) of ``seqs``: the loss normalisers before the
-    floor at 1 (a data-parallel trainer sums them over ranks first)."""
+    floor at 1 (a data-parallel trainer sums them over ranks first). Step-normalised sequences (``token_scale``,
+    packing.step_scales) are averaged over episodes instead: the second number is then the episodes (a rank
+    holds whole episodes, so the sum over ranks still counts each once)."""
     tokens = float(sum(sum(s.loss_mask[1:]) for s in seqs))
+    if any(s.token_scale for s in seqs):
+        return tokens, float(len({s.episode_id for s in seqs if any(s.loss_mask[1:])}))
     live = float(sum(1 for s in seqs if any(s.loss_mask[1:])))
     return tokens, live
 
@@ -267,6 +305,8 @@ class MicroBatchLoss:
     loss: torch.Tensor
     kl_sum: float
     clipped: float
+    #: {staleness: (clipped tokens, trained tokens)} (rl/staleness.py ``clip_by_staleness``).
+    by_staleness: dict[int, tuple[float, float]] = field(default_factory=dict)
 
 
 def micro_batch_loss(
@@ -302,6 +342,10 @@ def micro_batch_loss(
     per_token, clipped = clipped_policy_loss(
         logp, batch["old_logprobs"], batch["advantages"], batch["loss_mask"], cfg.eps_low, cfg.eps_high
     )
+    if cfg.correction == "decoupled" and "behaviour_logprobs" in batch:
+        per_token = per_token * decoupled_weights(
+            batch["old_logprobs"], batch["behaviour_logprobs"], batch["loss_mask"], cfg.is_cap
+        )
     kl_sum = 0.0
     if ref_model is not None:  # measured whenever there is a reference; in the loss only with a coefficient
         with torch.no_grad():
@@ -311,7 +355,10 @@ def micro_batch_loss(
             per_token = per_token + cfg.kl_coef * kl
         kl_sum = float(kl.detach().sum())
     return MicroBatchLoss(
-        _aggregate(per_token, batch, cfg, total_tokens, total_seqs), kl_sum, float(clipped.sum())
+        _aggregate(per_token, batch, cfg, total_tokens, total_seqs),
+        kl_sum,
+        float(clipped.sum()),
+        clip_by_staleness(clipped, batch["loss_mask"], batch["staleness"]),
     )
 
 
@@ -322,10 +369,30 @@ def _aggregate(
     total_tokens: float,
     total_seqs: float,
 ) -> torch.Tensor:
+    if "token_scale" in batch:  # a step normaliser (packing.step_scales): the mean over episodes
+        return (per_token * batch["token_scale"]).sum() / total_seqs
     if cfg.aggregation == "token_mean":
         return per_token.sum() / total_tokens
     tokens = batch["loss_mask"].sum(dim=1).clamp(min=1.0)
     return (per_token.sum(dim=1) / tokens).sum() / total_seqs
+
+
+def add_by_staleness(total: dict[int, list[float]], part: dict[int, tuple[float, float]]) -> None:
+    """Adds a micro-batch's clipped and trained tokens per staleness into ``total``."""
+    for k, (c, n) in part.items():
+        acc = total.setdefault(k, [0.0, 0.0])
+        acc[0] += c
+        acc[1] += n
+
+
+def staleness_stats(by_staleness: dict[int, list[float]]) -> dict[str, float]:
+    """An update's stats keys ``clipped_sK`` and ``trained_sK`` (token counts at staleness K), which the driver
+    sums over its optimizer steps into the clip rate per staleness."""
+    out: dict[str, float] = {}
+    for k, (c, n) in sorted(by_staleness.items()):
+        out[f"clipped_s{k}"] = c
+        out[f"trained_s{k}"] = n
+    return out
 
 
 class TorchTrainer:
@@ -355,6 +422,7 @@ class TorchTrainer:
         tokens, live = loss_counts(seqs)
         total_tokens, total_seqs = max(1.0, tokens), max(1.0, live)
         loss_sum = kl_sum = clip_sum = 0.0
+        by_staleness: dict[int, list[float]] = {}
         self.opt.zero_grad(set_to_none=True)
         device = next(self.model.parameters()).device  # batches are collated on the CPU
         for mb in micro_batches(seqs, self.cfg.token_budget, self.cfg.micro_batch_overhead):
@@ -367,6 +435,7 @@ class TorchTrainer:
             loss_sum += float(out.loss.detach())
             kl_sum += out.kl_sum
             clip_sum += out.clipped
+            add_by_staleness(by_staleness, out.by_staleness)
         if self.cfg.grad_clip:
             torch.nn.utils.clip_grad_norm_(
                 [p for g in self.opt.param_groups for p in g["params"]], self.cfg.grad_clip
@@ -381,6 +450,7 @@ class TorchTrainer:
             # distinct replies so far that a constrained engine sampled outside the grammar the trainer rebuilt
             # (scored unmasked): a running count
             "grammar_mismatches": float(self.grammar.mismatches if self.grammar is not None else 0),
+            **staleness_stats(by_staleness),
         }
 
     def logprobs(self, seqs: list[PackedSequence]) -> list[PackedSequence]:

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import random
 import shutil
 import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +31,8 @@ import torch
 from tqdm import tqdm
 
 from maigym_ray.config import PolicyConfig
-from maigym_ray.durable import atomic_write_text, check_sealed, seal
-from maigym_ray.errors import InfraError
+from maigym_ray.durable import atomic_write_text, seal
+from maigym_ray.errors import ConfigError
 from maigym_ray.harness.trajectory_store import write_all
 from maigym_ray.rates import fmt_rate, rate
 from maigym_ray.rl.advantages import (
@@ -51,12 +50,16 @@ from maigym_ray.rl.driver_config import (
     SFTConfig,
     TaskSplit,
 )
-from maigym_ray.rl.packing import PackedSequence, pack
+from maigym_ray.rl.group_stream import GroupStream, StartedGroup, pool_lanes
+from maigym_ray.rl.packing import PackedSequence, pack, step_scales
 from maigym_ray.rl.report import write_report
 from maigym_ray.rl.roles import Roles
+from maigym_ray.rl.run_state import PHASES, RunState, sealed_checkpoint
 from maigym_ray.rl.sampler import AdaptiveSampler
 from maigym_ray.rl.schedule import lr_factor
+from maigym_ray.rl.staleness import group_version
 from maigym_ray.rl.trainer_group import TrainerGroup
+from maigym_ray.rl.weight_publisher import WeightPublisher
 from maigym_ray.rollout import Finished, run_rollouts
 from maigym_ray.types import TaskSpec, Trajectory
 
@@ -71,39 +74,6 @@ __all__ = [
     "TaskSplit",
     "sealed_checkpoint",
 ]
-
-
-@dataclass
-class RunState:
-    """Everything a checkpoint needs besides tensors (JSON)."""
-
-    phase: str = "start"  # start → before → sft → rl → done
-    round: int = 0
-    version: int = 0
-    heldout: dict[str, float] = field(default_factory=dict)
-    #: mean steps of the held-out episodes of each eval (scored episodes only).
-    heldout_steps: dict[str, float] = field(default_factory=dict)
-    history: list[dict[str, Any]] = field(default_factory=list)
-    sampler: dict[str, Any] = field(default_factory=dict)
-    seconds: float = 0.0
-    wandb_id: str = ""
-
-
-_PHASES = ("start", "before", "sft", "rl", "done")
-
-
-def sealed_checkpoint(root: Path) -> Path | None:
-    """The checkpoint to resume from: the one ``latest`` names if it is sealed and whole, else the newest other
-    sealed one. An incomplete or truncated checkpoint is skipped with a warning, never loaded."""
-    latest = root / "latest"
-    named = [root / latest.read_text().strip()] if latest.is_file() else []
-    others = sorted((p for p in root.glob("ckpt-*") if p not in named), key=lambda p: p.stat().st_mtime)
-    for path in [*named, *reversed(others)]:
-        problem = check_sealed(path)
-        if problem is None:
-            return path
-        logging.getLogger(__name__).warning("skipping checkpoint %s: %s", path.name, problem)
-    return None
 
 
 class Driver:
@@ -127,12 +97,16 @@ class Driver:
         self.engines: list[Any] = list(roles.engines)
         self.trainer: TrainerGroup | None = roles.trainer
         self.task_options: dict[str, Any] | None = roles.task_options
-        self.sync_backend: str = roles.sync_backend
-        self.bucket_mb: int = roles.bucket_mb
         self.colocated: bool = roles.colocated
-        self.layout: list[dict[str, Any]] = []
-        self.group = f"weights-{uuid.uuid4().hex[:8]}"
+        if self.colocated and job.driver.mode == "async":
+            raise ConfigError(
+                "driver.mode=async overlaps rollouts with updates, but topology.mode=colocated engines sleep "
+                "through every update: use topology.mode=disaggregated, or driver.mode=sync"
+            )
+        self.publisher = WeightPublisher(self.engines, roles.sync_backend, roles.bucket_mb)
         self._wandb: Any = None
+        self._stream: GroupStream | None = None  # the async pool, open through the RL phase
+        self._round_end = 0.0
 
     # -- the job ------------------------------------------------------------------------------------------
     async def run(self) -> dict[str, Any]:
@@ -159,6 +133,7 @@ class Driver:
                 bar.update(1)
                 bar.set_postfix(success=fmt_rate(metrics["success"]), loss=f"{metrics['loss']:.3f}")
             bar.close()
+            await self._close_stream()
             if self.state.phase == "sft":
                 self._advance("rl", spent + time.perf_counter() - t_start)
             if self.state.phase == "rl":
@@ -169,13 +144,81 @@ class Driver:
                 self._advance("done", spent + time.perf_counter() - t_start)
             report = write_report(self.run_dir, self._report())
         finally:
+            await self._close_stream()
             await self._stop()
         return report
 
     async def grpo_round(self, r: int) -> dict[str, Any]:
-        """One GRPO round (see the module docstring); returns its metrics."""
+        """One GRPO round, which is one policy update (see the module docstring); returns its metrics. Sync:
+        the round's groups roll out, then train. Async: the round takes the next finished groups of the
+        everlasting pool (rl/group_stream.py) while the pool goes on rolling out."""
         assert self.trainer is not None
         t0 = time.perf_counter()
+        busy0 = await self._engine_busy()
+        if self.cfg.mode == "async":
+            taken, stale = await self._async_groups(r)
+        else:
+            taken, stale = await self._sync_groups(r), []
+        episodes = [f for g, _ in taken for f in g]
+        self._store(f"rl/round-{r:04d}", [f.trajectory for f in episodes])  # on disk before it is trained on
+        if stale:  # past the staleness bound: kept, never trained on
+            self._store(f"rl/stale-{r:04d}", [f.trajectory for g in stale for f in g])
+        t1 = time.perf_counter()
+
+        seqs: list[PackedSequence] = []
+        penalized: list[torch.Tensor] = []  # each group's rewards, for the zero-variance share
+        ages: list[int] = []
+        for group, age in taken:
+            trajs = [f.trajectory for f in group if not f.trajectory.infra_failed]
+            if not trajs:
+                continue
+            ages.append(age)
+            seqs.extend(self._group_sequences(group[0].task, trajs, age, penalized))
+
+        stats: dict[str, float] = {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "tokens": 0.0}
+        if seqs:
+            async with self._engines_asleep():
+                # in a thread: the event loop goes on serving the async pool while the trainer computes
+                stats = await asyncio.to_thread(self._update, seqs)
+        t2 = time.perf_counter()
+        sync_s = await self._broadcast() if seqs else 0.0
+        if self._stream is not None:
+            await self._stream.advanced()  # after the publish: the next groups start on the new weights
+        busy1 = await self._engine_busy()
+        scored = [f.trajectory for f in episodes if not f.trajectory.infra_failed]
+        now = time.perf_counter()
+        by_staleness = {
+            int(k[len("trained_s") :]): stats[f"clipped_s{k[len('trained_s') :]}"] / v
+            for k, v in stats.items()
+            if k.startswith("trained_s") and v > 0
+        }
+        metrics = {
+            "round": r,
+            "version": self.state.version,
+            "mode": self.cfg.mode,
+            "episodes": len(episodes),
+            "infra_failed": len(episodes) - len(scored),
+            "success": rate(sum(t.reward.success for t in scored), len(scored)),
+            "reward": rate(sum(t.reward.value for t in scored), len(scored)),
+            "zero_var_share": zero_variance_share(penalized),
+            "sequences": len(seqs),
+            **{k: float(v) for k, v in stats.items()},
+            "staleness_mean": sum(ages) / len(ages) if ages else 0.0,
+            "stale_groups": len(stale),
+            "clip_frac_by_staleness": by_staleness,
+            # sync: the rollouts; async: waiting for finished groups (both: the trainer had nothing to do)
+            "rollout_s": t1 - t0,
+            "update_s": t2 - t1,
+            "sync_s": sync_s,
+            "round_s": now - (self._round_end or t0),
+            "engine_busy_s": busy1 - busy0,
+            **{f"tasks_{k}": v for k, v in self.sampler.stats().items()},
+        }
+        self._round_end = now
+        return metrics
+
+    async def _sync_groups(self, r: int) -> list[tuple[list[Finished], int]]:
+        """The round's groups, rolled out now on the current weights (staleness 0)."""
         plan = self.sampler.plan(self.cfg.grpo.groups_per_round)
         # A group runs on one platform (its advantages compare attempts of the same task and device); with
         # several platforms configured, groups alternate between them across the round and from round to round.
@@ -185,57 +228,108 @@ class Driver:
             for j in range(n)
         ]
         done = await self._rollouts(work, self.policy, f"round {r}")
-        self._store(f"rl/round-{r:04d}", [f.trajectory for f in done])  # on disk before it is trained on
-        t1 = time.perf_counter()
-
-        groups: dict[str, list[Trajectory]] = {}
+        groups: dict[str, list[Finished]] = {}
         for f in done:
-            if not f.trajectory.infra_failed:
-                groups.setdefault(f.item[0], []).append(f.trajectory)
-        seqs: list[PackedSequence] = []
-        penalized: list[torch.Tensor] = []  # each group's rewards, for the zero-variance share
-        for tid, trajs in groups.items():
-            rewards = torch.tensor([t.reward.value for t in trajs], dtype=torch.float32)
-            self.sampler.update(tid, rewards.tolist())
-            rewards = step_penalized(
-                rewards[None],
-                torch.tensor([[len(t.turns) for t in trajs]]),
-                torch.tensor([[t.reward.success for t in trajs]]),
-                self.cfg.grpo.step_penalty,
-            )[0]
-            penalized.append(rewards)
-            if len(trajs) < 2:
-                continue  # nothing to compare a lone attempt with
-            adv = group_advantages(rewards[None], normalize_std=self.cfg.grpo.normalize_std)[0]
-            invalid = torch.tensor([[sum(turn.action is None for turn in t.turns) for t in trajs]])
-            adv = adv + format_advantages(invalid, self.cfg.grpo.invalid_action_penalty)[0]
-            if not bool(adv.abs().gt(0).any()):
-                continue  # no gradient at all
-            for t, a in zip(trajs, adv.tolist(), strict=True):
-                seqs.extend(pack(t, self.policy.history, a, uncredited_steps(t, a, self.cfg.grpo.credit)))
+            groups.setdefault(f.item[0], []).append(f)
+        return [(g, 0) for g in groups.values()]
 
-        stats: dict[str, float] = {"loss": 0.0, "kl": 0.0, "clip_frac": 0.0, "tokens": 0.0}
-        if seqs:
-            async with self._engines_asleep():
-                stats = self._update(seqs)
-        t2 = time.perf_counter()
-        sync_s = await self._broadcast() if seqs else 0.0
-        scored = [f.trajectory for f in done if not f.trajectory.infra_failed]
-        return {
-            "round": r,
-            "version": self.state.version,
-            "episodes": len(done),
-            "infra_failed": len(done) - len(scored),
-            "success": rate(sum(t.reward.success for t in scored), len(scored)),
-            "reward": rate(sum(t.reward.value for t in scored), len(scored)),
-            "zero_var_share": zero_variance_share(penalized),
-            "sequences": len(seqs),
-            **{k: float(v) for k, v in stats.items()},
-            "rollout_s": t1 - t0,
-            "update_s": t2 - t1,
-            "sync_s": sync_s,
-            **{f"tasks_{k}": v for k, v in self.sampler.stats().items()},
-        }
+    async def _async_groups(self, r: int) -> tuple[list[tuple[list[Finished], int]], list[list[Finished]]]:
+        """The pool's next ``groups_per_round`` finished groups within the staleness bound, with their
+        staleness, and those taken past it (rl/group_stream.py ``take_round``)."""
+        stream = self._stream or self._open_stream()
+        taken, stale = await stream.take_round(
+            self.cfg.grpo.groups_per_round,
+            self.state.version,
+            lambda g: group_version([f.trajectory for f in g.episodes], g.group.version),
+            lambda g: not all(f.trajectory.infra_failed for f in g.episodes),
+        )
+        return [(g.episodes, age) for g, age in taken], [g.episodes for g in stale]
+
+    def _open_stream(self) -> GroupStream:
+        """The everlasting pool of the RL phase: its budget is the groups of the rounds still to run."""
+        g = self.cfg.grpo.groups_per_round
+        blocks: dict[int, list[tuple[str, int]]] = {}
+
+        def start_group(n: int, version: int) -> StartedGroup:
+            block = self.state.round + n // g  # groups are planned a round's worth at a time, as in sync
+            # a plan may come back short or empty (every task mastered, no probe drawn): the pool then goes on
+            # with the block's groups again, or with the RL tasks in turn, rather than stop training
+            plan = blocks.setdefault(block, self.sampler.plan(g)) or [
+                (self.rl_tasks[n % len(self.rl_tasks)].id, self.sampler.cfg.group_size)
+            ]
+            tid, attempts = plan[n % len(plan)]
+            task = self.tasks[tid]
+            plat = self._platform(task, block * len(plan) + n % len(plan))
+            return StartedGroup(n, tid, [((tid, n, j), task, plat) for j in range(attempts)], version)
+
+        async def run_episode(item: Any, task: TaskSpec, plat: str) -> Finished:
+            (done,) = await run_rollouts(
+                self.manager,
+                [(item, task, plat)],
+                self.policy,
+                self.engines,
+                1,
+                self.cfg.infra_retries,
+                self.env_cfg.step_timeout_s,
+                task_options=self.task_options,
+            )
+            return done
+
+        self._stream = GroupStream(
+            start_group,
+            run_episode,
+            lambda: self.state.version,
+            concurrency=self.cfg.concurrency,
+            lanes=pool_lanes(
+                self.cfg.concurrency, self.sampler.cfg.group_size, self.cfg.pool_oversubscription
+            ),
+            max_staleness=self.cfg.max_staleness,
+            per_update=g,
+            budget=(self.cfg.grpo.rounds - self.state.round) * g,
+        )
+        self._stream.start()
+        return self._stream
+
+    def _group_sequences(
+        self, task: TaskSpec, trajs: list[Trajectory], age: int, penalized: list[torch.Tensor]
+    ) -> list[PackedSequence]:
+        """A group's training sequences: verifier rewards (the sampler sees them), step-penalised, group
+        advantages plus the format term; none for a lone attempt or a group with no advantage."""
+        grpo = self.cfg.grpo
+        rewards = torch.tensor([t.reward.value for t in trajs], dtype=torch.float32)
+        self.sampler.update(task.id, rewards.tolist())
+        rewards = step_penalized(
+            rewards[None],
+            torch.tensor([[len(t.turns) for t in trajs]]),
+            torch.tensor([[t.reward.success for t in trajs]]),
+            grpo.step_penalty,
+        )[0]
+        penalized.append(rewards)
+        if len(trajs) < 2:
+            return []  # nothing to compare a lone attempt with
+        adv = group_advantages(rewards[None], normalize_std=grpo.normalize_std)[0]
+        invalid = torch.tensor([[sum(turn.action is None for turn in t.turns) for t in trajs]])
+        adv = adv + format_advantages(invalid, grpo.invalid_action_penalty)[0]
+        if not bool(adv.abs().gt(0).any()):
+            return []  # no gradient at all
+        k = grpo.normalizer_steps or task.max_steps
+        out: list[PackedSequence] = []
+        for t, a in zip(trajs, adv.tolist(), strict=True):
+            for s in pack(t, self.policy.history, a, uncredited_steps(t, a, grpo.credit)):
+                s = (
+                    step_scales(s, len(t.turns), grpo.step_normalizer, k)
+                    if grpo.step_normalizer != "none"
+                    else s
+                )
+                out.append(replace(s, staleness=age) if age else s)
+        return out
+
+    async def _engine_busy(self) -> float:
+        """Seconds the engines have had a request in flight, on average over the engines (0 without any)."""
+        if not self.engines:
+            return 0.0
+        busy = await asyncio.gather(*(e.busy_seconds.remote() for e in self.engines))
+        return float(sum(busy)) / len(busy)
 
     async def sft(self) -> dict[str, float]:
         """Replays the training tasks' golden solutions through the harness and trains on them (SFT)."""
@@ -317,8 +411,10 @@ class Driver:
         """``epochs`` passes of ``updates_per_round`` optimizer steps over mini-batches of whole episodes;
         stats averaged over the steps (tokens and seconds summed)."""
         assert self.trainer is not None
-        if self.trainer_cfg.old_logprobs == "round":
-            seqs = self.trainer.logprobs(seqs)  # before any pass moves the weights that sampled the round
+        if self.trainer_cfg.old_logprobs == "round" or self.trainer_cfg.correction == "decoupled":
+            # before any pass moves the weights: those that sampled the round (sync), or the proximal policy
+            # of the decoupled correction, which keeps the engine's logprobs as the behaviour's (async)
+            seqs = self.trainer.logprobs(seqs)
         episodes = sorted({s.episode_id for s in seqs})
         n = max(1, min(self.cfg.grpo.updates_per_round, len(episodes)))
         parts = [set(episodes[i::n]) for i in range(n)]
@@ -331,7 +427,8 @@ class Driver:
                     if k == "grammar_mismatches":  # a running count: the last one is the round's
                         out[k] = v
                     else:
-                        out[k] = out.get(k, 0.0) + (v if k in ("tokens", "update_s") else v / steps)
+                        summed = k in ("tokens", "update_s") or k.startswith(("clipped_s", "trained_s"))
+                        out[k] = out.get(k, 0.0) + (v if summed else v / steps)
         return out
 
     def _platform(self, task: TaskSpec, j: int) -> str:
@@ -376,25 +473,10 @@ class Driver:
             await asyncio.gather(*(e.wake_up.remote() for e in self.engines))
 
     async def _broadcast(self) -> float:
-        """Sends the trainer's weights to every engine over the weight group; returns seconds."""
-        assert self.trainer is not None
+        """The next version of the trainer's weights to every engine, checked (rl/weight_publisher.py);
+        returns seconds."""
         self.state.version += 1
-        t0 = time.perf_counter()
-        refs = [e.receive_weights.remote(self.layout, self.state.version, self.group) for e in self.engines]
-        await self.trainer.send_weights(self.layout, self.group)
-        got = await asyncio.gather(*refs)
-        tensors = sum(len(b["names"]) for b in self.layout)
-        stale = [
-            (i, int(g["version"]), int(g["tensors"]))
-            for i, g in enumerate(got)
-            if int(g["version"]) != self.state.version or int(g["tensors"]) != tensors
-        ]
-        if stale:  # an engine that kept old weights would sample off-policy without anyone knowing
-            raise InfraError(
-                f"weight sync to version {self.state.version} ({tensors} tensors) did not land: "
-                f"(engine, version, tensors) = {stale}"
-            )
-        return time.perf_counter() - t0
+        return await self.publisher.publish(self.trainer, self.state.version)
 
     def _advance(self, phase: str, seconds: float) -> None:
         self.state.phase = phase
@@ -407,16 +489,17 @@ class Driver:
             raise ValueError("the driver needs its roles: manager, engines and trainer (runtime/session.py)")
         torch.manual_seed(self.cfg.seed)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.layout = await asyncio.to_thread(self.trainer.layout, self.bucket_mb << 20)
-        world = len(self.engines) + 1
-        joins = [
-            e.join_weight_group.remote(world, i + 1, self.group, self.sync_backend)
-            for i, e in enumerate(self.engines)
-        ]
-        await asyncio.gather(self.trainer.join_weight_group(world, self.group, self.sync_backend), *joins)
+        await self.publisher.join(self.trainer)
         if self.cfg.resume and await asyncio.to_thread(self._load_checkpoint):
             await self._broadcast()  # the engines start from the base model: give them the checkpoint's
         self._init_wandb()
+
+    async def _close_stream(self) -> None:
+        """Stops the async pool. After the last round nothing is in flight (its budget was the rounds'
+        groups); after a failure the episodes in flight are not recorded, and a resumed run redoes them."""
+        if self._stream is not None:
+            await self._stream.close()
+            self._stream = None
 
     async def _stop(self) -> None:
         # The session that brought the roles up tears them down (runtime/session.py).
@@ -430,7 +513,7 @@ class Driver:
         assert self.trainer is not None
         self.state.sampler = self.sampler.state_dict()
         root = self.run_dir / "checkpoints"
-        n = len(self.state.history) + _PHASES.index(self.state.phase)
+        n = len(self.state.history) + PHASES.index(self.state.phase)
         path = root / f"ckpt-{n:05d}-{uuid.uuid4().hex[:6]}"
         path.mkdir(parents=True)
         self.trainer.save(path / "trainer")

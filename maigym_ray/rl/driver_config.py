@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from maigym_ray.config import EnvManagerConfig, PolicyConfig
 from maigym_ray.errors import ConfigError
 from maigym_ray.rl.credit import CREDITS
+from maigym_ray.rl.packing import STEP_NORMALIZERS
 from maigym_ray.rl.sampler import SamplerConfig
 from maigym_ray.rl.schedule import SCHEDULES
 from maigym_ray.rl.trainer import TrainerConfig
@@ -71,8 +72,20 @@ class GRPOConfig:
     credit: str = "episode"
     #: keep a frozen copy of the post-SFT policy as the KL reference (its KL is logged even at kl_coef 0).
     reference_model: bool = True
+    #: how each step's loss is normalised (rl/packing.py STEP_NORMALIZERS): "none" (trainer.aggregation
+    #: decides), "trajectory" (1/|tau|: every episode counts once) or "constant" (1/k, k =
+    #: ``normalizer_steps``: every step counts alike, whatever its episode's length).
+    step_normalizer: str = "none"
+    #: the k of the "constant" normaliser (0: each task's own step cap, ``TaskSpec.max_steps``).
+    normalizer_steps: int = 0
 
     def __post_init__(self) -> None:
+        if self.step_normalizer not in STEP_NORMALIZERS:
+            raise ConfigError(
+                f"grpo.step_normalizer={self.step_normalizer!r}: choose one of {', '.join(STEP_NORMALIZERS)}"
+            )
+        if self.normalizer_steps < 0:
+            raise ConfigError(f"grpo.normalizer_steps={self.normalizer_steps}: need >= 0")
         if self.step_penalty < 0:
             raise ConfigError(f"grpo.step_penalty={self.step_penalty}: need >= 0")
         if self.invalid_action_penalty < 0:
@@ -122,6 +135,30 @@ class DriverConfig:
     keep_checkpoints: int = 2
     #: seed of the sampler, the SFT batches and torch.
     seed: int = 0
+    #: "sync" (a round rolls out, then trains, then syncs) or "async" (an everlasting rollout pool feeds the
+    #: trainer finished groups while it trains, and weights reach the engines between requests; docs/async-rl.md).
+    #: A round is one policy update in both.
+    mode: str = "sync"
+    #: async: no group trains more than this many policy versions after the version that generated its first
+    #: turn (rl/staleness.py). 0 is synchronous training through the asynchronous pool.
+    max_staleness: int = 1
+    #: async: the pool holds groups for this many times ``concurrency`` episodes (rl/group_stream.pool_lanes),
+    #: so a group's finished episodes' slots go to the next groups.
+    pool_oversubscription: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.mode not in DRIVER_MODES:
+            raise ConfigError(f"driver.mode={self.mode!r}: choose one of {', '.join(DRIVER_MODES)}")
+        if self.max_staleness < 0:
+            raise ConfigError(f"driver.max_staleness={self.max_staleness}: need >= 0")
+        if self.pool_oversubscription < 1:
+            raise ConfigError(f"driver.pool_oversubscription={self.pool_oversubscription}: need >= 1")
+        if self.concurrency < 1:
+            raise ConfigError(f"driver.concurrency={self.concurrency}: need >= 1")
+
+
+#: How the driver runs GRPO (DriverConfig.mode).
+DRIVER_MODES = ("sync", "async")
 
 
 #: The wandb modes a job may log in.

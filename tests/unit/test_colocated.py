@@ -36,6 +36,10 @@ class LoggedEngine:
         self.i, self.log, self.asleep = i, log, False
         self.sleep, self.wake_up = _Remote(self._sleep), _Remote(self._wake)
         self.receive_weights = _Remote(self._receive)
+        self.busy_seconds = _Remote(self._busy)
+
+    async def _busy(self) -> float:
+        return 0.0
 
     async def _sleep(self, level: int = 1) -> None:
         self.asleep = True
@@ -166,7 +170,7 @@ def test_a_broadcast_that_leaves_an_engine_on_old_weights_is_an_infra_error(tmp_
 
     log: list[str] = []
     d = _driver(tmp_path, colocated=False, log=log)
-    d.layout = [{"names": ["a", "b"]}, {"names": ["c"]}]
+    d.publisher.layout = [{"names": ["a", "b"]}, {"names": ["c"]}]
     asyncio.run(d._broadcast())  # both engines load 3 tensors at version 1
     stale = d.engines[1]
 

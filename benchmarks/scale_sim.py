@@ -2,6 +2,14 @@
 on a simulated clock against the reference's bring-up and reset times; then the real actor path.
 
     python benchmarks/scale_sim.py [--instances 20000] [--actors 256] [--quick] [--json PATH]
+    python benchmarks/scale_sim.py --async [--quick] [--json PATH]
+
+``--async``: synchronous against asynchronous GRPO at the reference's shape (512 GPUs, 20,000 environments, a
+9B model), the driver's own scheduler on simulated time (maigym_ray/testing/rl_sim.py, whose SimCosts state
+every cost assumed): ``gpu_idle_share_sync``, ``gpu_idle_share_async`` and ``episodes_per_hour`` per arm, each
+arm at its best point of a sweep over the trainer's share of the GPUs (and for sync, the round size).
+
+The control plane:
 
 - Simulated (maigym_ray/testing/scale_sim.py): a mixed fleet of ``--instances`` (60% browser, 25% desktop,
   15% Android, every instance held: target = max), sharded at 2,500 instances per shard. It is brought up
@@ -29,11 +37,13 @@ import asyncio
 import json
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import maigym_ray  # noqa: F401  (loopback Ray settings before ray is imported)
 from maigym_ray.config import EnvManagerConfig, PoolConfig, RayConfig, ShardingConfig
+from maigym_ray.testing.rl_sim import RLSim, SimCosts, SimRun
 from maigym_ray.testing.scale_sim import ScaleSim, SimWorkload, fleet
 from maigym_ray.testing.sim_backend import SimBackendConfig
 
@@ -118,6 +128,45 @@ def real_actors(actors: int, leases: int, callers: int = 16) -> dict[str, Any]:
             ray.shutdown()
 
 
+def rl_at_scale(quick: bool) -> dict[str, Any]:
+    """``--async``: synchronous against asynchronous GRPO at the reference's shape (maigym_ray/testing/rl_sim.py),
+    each arm at its best trainer share (and sync at its best round size), over a sweep."""
+    shape = {"gpus": 512, "environments": 20000}
+    shares = (368, 400, 432)
+    rounds = {"async": (1024,), "sync": (1024, 2500)}  # sync's best may fill every environment each round
+    if quick:
+        shape, shares, rounds = {"gpus": 64, "environments": 2000}, (50,), {"async": (128,), "sync": (128,)}
+    sweep: list[dict[str, Any]] = []
+    for arm, sizes in rounds.items():
+        for groups in sizes:
+            for trainer in shares:
+                run = SimRun(
+                    trainer_gpus=trainer,
+                    groups_per_update=groups,
+                    max_staleness=ASYNC_STALENESS if arm == "async" else 0,
+                    updates=2 if quick else 5,
+                    **shape,
+                )
+                t0 = time.perf_counter()
+                r = RLSim(run).run()
+                sweep.append({"arm": arm, **asdict(run), **asdict(r), "wall_s": time.perf_counter() - t0})
+    best = {a: min((x for x in sweep if x["arm"] == a), key=lambda x: x["gpu_idle_share"]) for a in rounds}
+    return {
+        "gpu_idle_share_sync": best["sync"]["gpu_idle_share"],
+        "gpu_idle_share_async": best["async"]["gpu_idle_share"],
+        "episodes_per_hour": {a: best[a]["episodes_per_hour"] for a in best},
+        "best": best,
+        "sweep": sweep,
+        "costs": asdict(SimCosts()),
+        "quick": quick,
+    }
+
+
+#: the staleness bound of the simulated async arm: an Android group (8 resets of a 165 s median, then its turns)
+#: spans several updates of about 40 s, so a tighter bound drops the slow platform's groups
+ASYNC_STALENESS = 4
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--instances", type=int, default=20000)
@@ -126,7 +175,24 @@ def main() -> int:
     ap.add_argument("--leases", type=int, default=2000, help="leases measured on the real actors")
     ap.add_argument("--quick", action="store_true", help="2,000 instances, 300 simulated s, 16 actors")
     ap.add_argument("--json", default="")
+    ap.add_argument(
+        "--async", dest="rl", action="store_true", help="sync against async GRPO at scale instead"
+    )
     args = ap.parse_args()
+    if args.rl:
+        out = rl_at_scale(args.quick)
+        print(
+            f"{'arm':6} {'trainer GPUs':>12} {'groups/update':>13} {'GPU idle':>9} {'episodes/h':>11} {'staleness':>9}"
+        )
+        for arm, b in out["best"].items():
+            print(
+                f"{arm:6} {b['trainer_gpus']:12d} {b['groups_per_update']:13d} {b['gpu_idle_share']:9.3f} "
+                f"{b['episodes_per_hour']:11.0f} {b['mean_staleness']:9.2f}"
+            )
+        if args.json:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+        return 0
     if args.quick:
         args.instances, args.sim_seconds = min(args.instances, 2000), min(args.sim_seconds, 300.0)
         args.actors, args.leases = min(args.actors, 16), min(args.leases, 400)

@@ -33,14 +33,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from statistics import mean
 from typing import Any
+
+from train_job import read_training, run_training
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICK = [
@@ -92,35 +92,7 @@ EVALS = {"before": "eval-before", "sft": "eval-sft", "rl": "eval-rl"}
 def train(overrides: list[str], out: Path, timeout: int = 3600) -> dict[str, Any]:
     """One training run; its report plus the wall time (with ``--reuse``, a finished run found at ``out`` is read
     back instead: its ``command.txt`` holds the overrides it ran with)."""
-    if REUSE and (out / "report.json").exists():
-        report = json.loads((out / "report.json").read_text())
-        report["wall_s"] = report.get("seconds")
-        report["command"] = (
-            (out / "command.txt").read_text().strip() if (out / "command.txt").exists() else ""
-        )
-        return report
-    out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": str(ROOT)}
-    cmd = [
-        sys.executable,
-        "-m",
-        "maigym_ray.cli.train",
-        *overrides,
-        f"output_dir={out}",
-        "wandb.mode=disabled",
-    ]
-    t0 = time.perf_counter()
-    with open(out.parent / f"{out.name}.log", "w") as log:
-        rc = subprocess.run(
-            cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout
-        ).returncode
-    if rc != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {rc}; see {out.parent / (out.name + '.log')}")
-    report = json.loads((out / "report.json").read_text())
-    report["wall_s"] = time.perf_counter() - t0
-    report["command"] = "python -m maigym_ray.cli.train " + " ".join(overrides)
-    (out / "command.txt").write_text(report["command"] + "\n")
-    return report
+    return (REUSE and read_training(out)) or run_training(overrides, out, timeout)
 
 
 def _zero_var(r: dict[str, Any]) -> float:

@@ -132,7 +132,7 @@ def rl_at_scale(quick: bool) -> dict[str, Any]:
     """``--async``: synchronous against asynchronous GRPO at the reference's shape (maigym_ray/testing/rl_sim.py),
     each arm at its best trainer share (and sync at its best round size), over a sweep."""
     shape = {"gpus": 512, "environments": 20000}
-    shares = (368, 400, 432)
+    shares = (384, 416)
     rounds = {"async": (1024,), "sync": (1024, 2500)}  # sync's best may fill every environment each round
     if quick:
         shape, shares, rounds = {"gpus": 64, "environments": 2000}, (50,), {"async": (128,), "sync": (128,)}

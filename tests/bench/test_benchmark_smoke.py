@@ -4,7 +4,8 @@ unseen. Each runs as its user runs it, a subprocess; ``--durations`` in CI's log
 
 Covered elsewhere: ``gpu_check.py`` (tests/integration/test_gpu_check_smoke.py), ``gpu_placement_check.py``
 (tests/integration/test_gpu_placement_dry.py), ``report.py`` (tests/unit/test_docs.py), ``diagnosis_loop.py``
-(tests/e2e/test_diagnosis_loop.py). ``browsergym_peer.py`` runs inside ``vs_browsergym.py``. Heavy ones carry ``heavy`` (see HEAVY) and run when
+(tests/e2e/test_diagnosis_loop.py). ``browsergym_peer.py`` runs inside ``vs_browsergym.py``, and ``train_job.py`` is
+the helper that ``learning.py`` and ``async_rl.py`` run their jobs with. Heavy ones carry ``heavy`` (see HEAVY) and run when
 ``MAIGYM_BENCH_HEAVY=1``: they need vLLM, a downloaded peer venv or minutes of training.
 """
 
@@ -35,6 +36,7 @@ SMOKE: dict[str, tuple[list[str], str, set[str]]] = {
         "scale_sim.json",
         set(),
     ),
+    "scale_sim_async": (["scale_sim.py", "--async", "--quick"], "scale_sim_async.json", set()),
     "env_ops_web": (["env_ops.py", "--backend", "web", "--quick"], "env_ops_web.json", set()),
     "env_ops_desktop": (["env_ops.py", "--backend", "desktop", "--quick"], "env_ops_desktop.json", set()),
     "synth": (["synth.py", "--quick", "--worlds", "1", "--concurrency", "2"], "synth.json", set()),
@@ -51,6 +53,7 @@ SMOKE: dict[str, tuple[list[str], str, set[str]]] = {
 HEAVY: dict[str, tuple[list[str], str, set[str]]] = {
     "prefix_cache": (["prefix_cache.py", "--quick"], "prefix_cache.json", set()),  # vLLM engines
     "learning": (["learning.py", "--quick", "--seeds", "1"], "learning.json", set()),  # training runs
+    "async_rl": (["async_rl.py", "--quick"], "async_rl.json", set()),  # two training runs
     "trainer_modes": (["trainer_modes.py", "--quick"], "", set()),  # SmolLM2 135M, > 1.5 GB
     "vs_browsergym": (["vs_browsergym.py", "--quick"], "vs_browsergym.json", set()),  # a PyPI venv
 }
@@ -122,6 +125,7 @@ def test_every_benchmark_script_has_a_smoke_test() -> None:
         "report.py",
         "browsergym_peer.py",
         "diagnosis_loop.py",
+        "train_job.py",  # the helper learning.py and async_rl.py run their training jobs with
     }
     scripts = {p.name for p in (ROOT / "benchmarks").glob("*.py")}
     assert scripts - elsewhere - covered == set(), "a benchmark without a smoke test"

@@ -40,6 +40,7 @@ def load_file():
     """Imports a script of the repository that is not a package module (a benchmark, a launcher) by its path
     relative to the repository root, e.g. ``load_file("benchmarks/soak.py")``; each file is loaded once."""
     import importlib.util
+    import sys
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
@@ -50,7 +51,13 @@ def load_file():
             name = "script_" + rel.replace("/", "_").removesuffix(".py")
             spec = importlib.util.spec_from_file_location(name, root / rel)
             mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
+            # as Python runs a script: its own directory first on the path, so it imports its sibling modules
+            # (benchmarks/train_job.py)
+            sys.path.insert(0, str((root / rel).parent))
+            try:
+                spec.loader.exec_module(mod)
+            finally:
+                sys.path.remove(str((root / rel).parent))
             loaded[rel] = mod
         return loaded[rel]
 
